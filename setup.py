@@ -1,0 +1,51 @@
+"""Packaging for tensorflow-similarity (Keras 3 rebuild)."""
+
+from setuptools import find_packages, setup
+
+with open("README.md", encoding="utf-8") as f:
+    long_description = f.read()
+
+# TensorFlow is an extra, not a hard requirement: pip cannot tell the GPU wheel
+# (`tensorflow`) from the CPU wheel (`tensorflow-cpu`), so a hard dependency on
+# either would install the other on top of a user's existing setup.
+TF_MIN = "2.16"
+
+setup(
+    name="tensorflow-similarity",
+    version="0.18.0.dev0",
+    description="Metric and self-supervised learning for Keras 3 with exact "
+    "synchronised batch normalisation under tf.distribute.",
+    long_description=long_description,
+    long_description_content_type="text/markdown",
+    license="Apache License 2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["tensorflow_similarity", "tensorflow_similarity.*"]),
+    install_requires=[
+        "keras>=3.4",
+        "numpy>=1.23",
+        "packaging>=21",
+    ],
+    extras_require={
+        "tensorflow": [f"tensorflow>={TF_MIN}"],
+        "tensorflow-cpu": [f"tensorflow-cpu>={TF_MIN}"],
+        "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
+        "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
+        "test": [
+            "pytest>=7",
+            "pytest-timeout>=2.1",
+            "ruff>=0.5",
+            "scikit-learn>=1.2",
+            "matplotlib>=3.6",
+            "keras-cv>=0.9",
+            "nbclient>=0.10",
+            "nbformat>=5.9",
+            "ipykernel>=6",
+        ],
+    },
+    entry_points={"console_scripts": ["tfsim=tensorflow_similarity.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Intended Audience :: Science/Research",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,34 @@
+"""tensorflow-similarity: metric and self-supervised learning for Keras 3.
+
+Importing the package registers every layer, loss and model with Keras'
+serialisation registry (package "Similarity"), so `.keras` files saved from
+this package load with `keras.saving.load_model` and no `custom_objects`.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.18.0.dev0"
+
+from tensorflow_similarity import _requirements
+
+_requirements.check()
+
+from tensorflow_similarity import (  # noqa: E402
+    architectures,
+    augmenters,
+    callbacks,
+    distribute,
+    layers,
+    losses,
+    models,
+)
+
+__all__ = [
+    "architectures",
+    "augmenters",
+    "callbacks",
+    "distribute",
+    "layers",
+    "losses",
+    "models",
+]

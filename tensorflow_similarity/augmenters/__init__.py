@@ -1,0 +1,1 @@
+"""tensorflow_similarity.augmenters."""

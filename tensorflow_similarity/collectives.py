@@ -1,0 +1,110 @@
+"""Cross-replica reductions shared by synchronised layers and global-batch losses.
+
+Everything here runs in a `tf.distribute` replica context. Each helper issues
+exactly one `ReplicaContext.all_reduce`, so a caller can count its collectives.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def sync_replica_context() -> tf.distribute.ReplicaContext | None:
+    """Returns the current replica context when there is more than one replica.
+
+    Returns:
+        The `tf.distribute.ReplicaContext` of the running replica, or `None` in a
+        cross-replica context, without a strategy, or with a single replica:
+        the cases where no collective is needed.
+    """
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync <= 1:
+        return None
+    return ctx
+
+
+def check_group_size(group_size: int | None, num_replicas: int) -> int:
+    """Resolves a sync group size against the number of replicas.
+
+    Args:
+        group_size: `None` (all replicas) or a positive group size.
+        num_replicas: Replicas in sync.
+
+    Returns:
+        The effective group size (`num_replicas` when `group_size` is `None`).
+
+    Raises:
+        ValueError: If `group_size` does not divide `num_replicas`.
+    """
+    if group_size is None:
+        return num_replicas
+    if num_replicas % group_size:
+        raise ValueError(
+            f"group_size={group_size} does not divide the {num_replicas} replicas in sync. "
+            f"Use a group size that divides {num_replicas} (for example "
+            f"{_divisors(num_replicas)}), or group_size=None to sync all replicas."
+        )
+    return group_size
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def gather_rows(ctx: tf.distribute.ReplicaContext, row: tf.Tensor) -> tf.Tensor:
+    """Gathers a 1-D tensor from every replica with a single all-reduce.
+
+    Each replica writes its row into its own slot of a zero matrix; summing the
+    matrices is then an exact gather (adding zeros loses nothing) and works the
+    same under every strategy and cross-device implementation.
+
+    Args:
+        ctx: The replica context.
+        row: A 1-D tensor of the same length on every replica.
+
+    Returns:
+        A `[num_replicas, len(row)]` tensor whose row `i` is replica `i`'s `row`.
+    """
+    num_replicas = ctx.num_replicas_in_sync
+    replica_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32)
+    slots = tf.scatter_nd(
+        tf.reshape(replica_id, [1, 1]),
+        row[tf.newaxis],
+        tf.stack([num_replicas, tf.size(row)]),
+    )
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, slots)
+
+
+def group_rows(ctx: tf.distribute.ReplicaContext, rows: tf.Tensor, group_size: int) -> tf.Tensor:
+    """Selects, from gathered rows, those of the caller's sync group.
+
+    Args:
+        ctx: The replica context.
+        rows: `[num_replicas, D]` rows from `gather_rows`.
+        group_size: Contiguous group size dividing `num_replicas`.
+
+    Returns:
+        The `[group_size, D]` rows of the replicas in the caller's group.
+    """
+    num_replicas = ctx.num_replicas_in_sync
+    if group_size == num_replicas:
+        return rows
+    group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
+    grouped = tf.reshape(rows, [num_replicas // group_size, group_size, -1])
+    return tf.gather(grouped, group_id)
+
+
+def group_sum(ctx: tf.distribute.ReplicaContext, value: tf.Tensor, group_size: int) -> tf.Tensor:
+    """Sums a 1-D tensor over the caller's sync group with a single all-reduce.
+
+    Args:
+        ctx: The replica context.
+        value: A 1-D tensor of the same length on every replica.
+        group_size: Contiguous group size dividing the number of replicas.
+
+    Returns:
+        The sum of `value` over the replicas of the caller's group.
+    """
+    if group_size == ctx.num_replicas_in_sync:
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
+    return tf.reduce_sum(group_rows(ctx, gather_rows(ctx, value), group_size), axis=0)
