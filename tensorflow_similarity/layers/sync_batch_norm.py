@@ -216,16 +216,16 @@ def cross_replica_moments(
     @tf.custom_gradient
     def moments(x):
         masked_x = x if weights is None else x * weights
-        local_mean = tf.math.divide_no_nan(tf.reduce_sum(masked_x, axis=reduction_axes), local_count)
+        local_mean = tf.math.divide_no_nan(
+            tf.reduce_sum(masked_x, axis=reduction_axes), local_count
+        )
         centred = tf.square(x - tf.reshape(local_mean, broadcast_shape))
         if weights is not None:
             centred = centred * weights
         local_m2 = tf.reduce_sum(centred, axis=reduction_axes)
 
         rows = collectives.gather_rows(ctx, tf.concat([local_count, local_mean, local_m2], 0))
-        counts, means, m2s = tf.split(
-            collectives.group_rows(ctx, rows, group_size), 3, axis=1
-        )
+        counts, means, m2s = tf.split(collectives.group_rows(ctx, rows, group_size), 3, axis=1)
         count = tf.reduce_sum(counts, axis=0)
         mean = tf.math.divide_no_nan(tf.reduce_sum(counts * means, axis=0), count)
         m2 = tf.reduce_sum(m2s, axis=0) + tf.reduce_sum(counts * tf.square(means - mean), axis=0)
@@ -238,10 +238,14 @@ def cross_replica_moments(
             d_mean, d_variance = tf.split(
                 collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size), 2
             )
-            inv_count = tf.reshape(tf.math.divide_no_nan(tf.ones_like(count), count), broadcast_shape)
+            inv_count = tf.reshape(
+                tf.math.divide_no_nan(tf.ones_like(count), count), broadcast_shape
+            )
             dx = (
                 tf.reshape(d_mean, broadcast_shape)
-                + 2.0 * tf.reshape(d_variance, broadcast_shape) * (x - tf.reshape(mean, broadcast_shape))
+                + 2.0
+                * tf.reshape(d_variance, broadcast_shape)
+                * (x - tf.reshape(mean, broadcast_shape))
             ) * inv_count
             return dx if weights is None else dx * weights
 
