@@ -132,8 +132,6 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         if not (training and self.trainable) or ctx is None:
             return super().call(inputs, training=training, mask=mask)
         group_size = collectives.check_group_size(self.group_size, ctx.num_replicas_in_sync)
-        if group_size == 1:
-            return super().call(inputs, training=training, mask=mask)
         if mask is not None and len(mask.shape) != len(inputs.shape) - 1:
             raise ValueError(
                 "The mask provided should be one dimension less than the inputs. "
@@ -147,10 +145,17 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
                 ops.expand_dims(ops.cast(mask, x.dtype), axis=-1), ops.shape(x)
             )
         axis = self.axis % len(x.shape)
-        mean, variance, count = cross_replica_moments(x, axis, weights, ctx, group_size)
+        mean, variance, count, mean_update, variance_update = cross_replica_moments(
+            x, axis, weights, ctx, group_size
+        )
 
-        seen = count > 0
-        for stat, batch_value in ((self.moving_mean, mean), (self.moving_variance, variance)):
+        # Every replica assigns the same value, so mirrored statistics stay identical;
+        # an empty global batch leaves them unchanged.
+        seen = ops.stop_gradient(ops.any(count > 0))
+        for stat, batch_value in (
+            (self.moving_mean, mean_update),
+            (self.moving_variance, variance_update),
+        ):
             old = ops.cast(stat, x.dtype)
             new = old * self.momentum + ops.stop_gradient(batch_value) * (1.0 - self.momentum)
             stat.assign(ops.cast(ops.where(seen, new, old), stat.dtype))
@@ -180,12 +185,12 @@ def cross_replica_moments(
     weights: tf.Tensor | None,
     ctx: tf.distribute.ReplicaContext,
     group_size: int,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Per-channel mean and variance of `x` over a sync group, with one collective each way.
 
     Forward: every replica packs its per-channel (count, mean, M2) into one row,
-    the rows are gathered with one all-reduce, and the caller's group is merged
-    with Chan's formula `M2 = sum M2_i + sum n_i (mean_i - mean)^2`.
+    the rows of all replicas are gathered with one all-reduce, and each group's
+    rows are merged with Chan's formula `M2 = sum M2_i + sum n_i (mean_i - mean)^2`.
 
     Backward: the gradients reaching the mean and variance come from every
     replica's loss, so they are summed over the group with one all-reduce of
@@ -200,12 +205,19 @@ def cross_replica_moments(
         group_size: Contiguous group size, dividing the number of replicas.
 
     Returns:
-        `(mean, variance, count)`, each of shape `[channels]`: the group's
-        statistics and the number of positions they were computed from.
+        `(mean, variance, count, moving_mean_update, moving_variance_update)`,
+        each of shape `[channels]`. The first three are the caller's group
+        statistics and the number of positions behind them. The last two are
+        what the moving averages should absorb, the same on every replica so
+        that mirrored moving statistics never diverge: the mean, over groups
+        that saw data, of the group statistics (the group's own when all
+        replicas form one group).
     """
     reduction_axes = [i for i in range(len(x.shape)) if i != axis]
     broadcast_shape = [1] * len(x.shape)
     broadcast_shape[axis] = -1
+    num_groups = ctx.num_replicas_in_sync // group_size
+    group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
 
     if weights is None:
         local_count = tf.cast(tf.size(x), x.dtype) / tf.cast(tf.shape(x)[axis], x.dtype)
@@ -216,39 +228,48 @@ def cross_replica_moments(
     @tf.custom_gradient
     def moments(x):
         masked_x = x if weights is None else x * weights
-        local_mean = tf.math.divide_no_nan(
-            tf.reduce_sum(masked_x, axis=reduction_axes), local_count
-        )
+        local_sum = tf.reduce_sum(masked_x, axis=reduction_axes)
+        local_mean = tf.math.divide_no_nan(local_sum, local_count)
         centred = tf.square(x - tf.reshape(local_mean, broadcast_shape))
         if weights is not None:
             centred = centred * weights
         local_m2 = tf.reduce_sum(centred, axis=reduction_axes)
 
         rows = collectives.gather_rows(ctx, tf.concat([local_count, local_mean, local_m2], 0))
-        counts, means, m2s = tf.split(collectives.group_rows(ctx, rows, group_size), 3, axis=1)
-        count = tf.reduce_sum(counts, axis=0)
-        mean = tf.math.divide_no_nan(tf.reduce_sum(counts * means, axis=0), count)
-        m2 = tf.reduce_sum(m2s, axis=0) + tf.reduce_sum(counts * tf.square(means - mean), axis=0)
-        variance = tf.math.divide_no_nan(m2, count)
+        rows = tf.reshape(rows, [num_groups, group_size, 3, -1])
+        counts, means, m2s = rows[:, :, 0], rows[:, :, 1], rows[:, :, 2]
+        group_counts = tf.reduce_sum(counts, axis=1)
+        group_means = tf.math.divide_no_nan(tf.reduce_sum(counts * means, axis=1), group_counts)
+        spread = counts * tf.square(means - group_means[:, tf.newaxis])
+        group_m2s = tf.reduce_sum(m2s, axis=1) + tf.reduce_sum(spread, axis=1)
+        group_variances = tf.math.divide_no_nan(group_m2s, group_counts)
 
-        def grad(d_mean, d_variance, d_count):
-            del d_count
+        count = tf.gather(group_counts, group_id)
+        mean = tf.gather(group_means, group_id)
+        variance = tf.gather(group_variances, group_id)
+        seen = tf.cast(group_counts > 0, x.dtype)
+        groups_seen = tf.reduce_sum(seen, axis=0)
+        moving_mean_update = tf.math.divide_no_nan(
+            tf.reduce_sum(seen * group_means, 0), groups_seen
+        )
+        moving_variance_update = tf.math.divide_no_nan(
+            tf.reduce_sum(seen * group_variances, 0), groups_seen
+        )
+
+        def grad(d_mean, d_variance, *unused):
+            del unused
             d_mean = tf.zeros_like(mean) if d_mean is None else d_mean
             d_variance = tf.zeros_like(variance) if d_variance is None else d_variance
-            d_mean, d_variance = tf.split(
-                collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size), 2
-            )
-            inv_count = tf.reshape(
-                tf.math.divide_no_nan(tf.ones_like(count), count), broadcast_shape
-            )
-            dx = (
-                tf.reshape(d_mean, broadcast_shape)
-                + 2.0
-                * tf.reshape(d_variance, broadcast_shape)
-                * (x - tf.reshape(mean, broadcast_shape))
-            ) * inv_count
+            packed = collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size)
+            d_mean, d_variance = tf.split(packed, 2)
+            inv_count = tf.math.divide_no_nan(tf.ones_like(count), count)
+            dx = tf.reshape(d_mean, broadcast_shape) + 2.0 * tf.reshape(
+                d_variance, broadcast_shape
+            ) * (x - tf.reshape(mean, broadcast_shape))
+            dx = dx * tf.reshape(inv_count, broadcast_shape)
             return dx if weights is None else dx * weights
 
-        return (mean, variance, count), grad
+        outputs = (mean, variance, count, moving_mean_update, moving_variance_update)
+        return outputs, grad
 
     return moments(x)

@@ -1,0 +1,460 @@
+"""SyncBatchNormalization vs plain BatchNormalization on one device holding the global batch."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.layers import SyncBatchNormalization
+from tests.conftest import mirrored_strategy
+
+RTOL = 1e-4
+ATOL = 1e-4
+
+
+def count_collectives(concrete_function) -> int:
+    """Counts collective-communication ops in a traced function, nested functions included."""
+    graph_def = concrete_function.graph.as_graph_def()
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes.extend(function.node_def)
+    return sum(1 for n in nodes if n.op.startswith(("Collective", "Nccl")))
+
+
+def make_pair(shape, axis=-1, seed=0, **kwargs):
+    """A built BatchNormalization and a SyncBatchNormalization with the same random state."""
+    rng = np.random.default_rng(seed)
+    ref = keras.layers.BatchNormalization(axis=axis, **kwargs)
+    ref.build(shape)
+    channels = shape[axis]
+    values = {
+        "gamma": rng.uniform(0.5, 1.5, channels),
+        "beta": rng.normal(size=channels),
+        "moving_mean": rng.normal(size=channels),
+        "moving_variance": rng.uniform(0.5, 1.5, channels),
+    }
+    for name, value in values.items():
+        if getattr(ref, name) is not None:
+            getattr(ref, name).assign(value.astype("float32"))
+    return ref, values
+
+
+def build_sync(shape, values, strategy=None, axis=-1, **kwargs):
+    def create():
+        layer = SyncBatchNormalization(axis=axis, **kwargs)
+        layer.build(shape)
+        for name, value in values.items():
+            if getattr(layer, name) is not None:
+                getattr(layer, name).assign(value.astype("float32"))
+        return layer
+
+    if strategy is None:
+        return create()
+    with strategy.scope():
+        return create()
+
+
+def reference_step(layer, x, upstream, mask=None):
+    """Single-device forward + gradients of sum(y * upstream) w.r.t. x, gamma, beta."""
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x, training=True, mask=None if mask is None else tf.constant(mask))
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+    grads = tape.gradient(loss, [x, *affine_params(layer)])
+    return y.numpy(), [g.numpy() for g in grads]
+
+
+def affine_params(layer):
+    return [getattr(layer, name) for name in ("gamma", "beta") if getattr(layer, name) is not None]
+
+
+def split(array, sizes):
+    return np.split(array, np.cumsum(sizes)[:-1])
+
+
+def distributed_step(layer, strategy, xs, upstreams, masks=None):
+    """Runs the same step on each replica with its own slice; returns concatenated results."""
+
+    def per_replica(values):
+        return strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group])
+        )
+
+    inputs = (per_replica(xs), per_replica(upstreams))
+    if masks is not None:
+        inputs += (per_replica(masks),)
+
+    def step(x, upstream, mask=None):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True, mask=mask)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+        return y, tape.gradient(loss, [x, *affine_params(layer)])
+
+    run = tf.function(lambda *args: strategy.run(step, args=args))
+    y, grads = run(*inputs)
+    local = strategy.experimental_local_results
+    y = np.concatenate([t.numpy() for t in local(y)])
+    dx = np.concatenate([t.numpy() for t in local(grads[0])])
+    # The optimizer sums parameter gradients over replicas.
+    dparams = [sum(t.numpy() for t in local(g)) for g in grads[1:]]
+    return y, [dx, *dparams], run.get_concrete_function(*inputs)
+
+
+def assert_parity(sync, ref, y, grads, y_ref, grads_ref, rtol=RTOL, atol=ATOL):
+    np.testing.assert_allclose(y, y_ref, rtol=rtol, atol=atol, err_msg="outputs")
+    assert len(grads) == len(grads_ref)
+    for name, g, g_ref in zip(["dx", "dparam1", "dparam2"], grads, grads_ref, strict=False):
+        np.testing.assert_allclose(g, g_ref, rtol=rtol, atol=atol, err_msg=name)
+    np.testing.assert_allclose(
+        sync.moving_mean.numpy(), ref.moving_mean.numpy(), rtol=rtol, atol=atol
+    )
+    np.testing.assert_allclose(
+        sync.moving_variance.numpy(), ref.moving_variance.numpy(), rtol=rtol, atol=atol
+    )
+
+
+@pytest.mark.parametrize("num_replicas", [1, 2, 4, 8])
+def test_parity_with_single_device_global_batch(num_replicas):
+    per_replica, shape = 3, (5, 4, 6)
+    rng = np.random.default_rng(num_replicas)
+    x = rng.normal(2.0, 3.0, size=(num_replicas * per_replica, *shape)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.7)
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+
+    strategy = mirrored_strategy(num_replicas)
+    sync = build_sync(x.shape, values, strategy, momentum=0.7)
+    sizes = [per_replica] * num_replicas
+    y, grads, fn = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    # One packed all-reduce forward and one backward per replica; none with one replica.
+    expected = 2 * num_replicas if num_replicas > 1 else 0
+    assert count_collectives(fn) == expected
+
+
+@pytest.mark.parametrize(
+    "shape, axis",
+    [
+        ((6,), -1),  # 2-D
+        ((5, 6), -1),  # 3-D
+        ((6, 5), 1),  # 3-D channels-first
+        ((6, 4, 5), 1),  # 4-D channels-first
+        ((3, 4, 2, 6), -1),  # 5-D
+        ((6, 3, 4, 2), 1),  # 5-D channels-first
+    ],
+)
+def test_parity_any_rank_and_axis(shape, axis):
+    num_replicas, per_replica = 4, 2
+    rng = np.random.default_rng(1)
+    x = rng.normal(-1.0, 2.0, size=(num_replicas * per_replica, *shape)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, axis=axis, momentum=0.5, epsilon=1e-2)
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+
+    strategy = mirrored_strategy(num_replicas)
+    sync = build_sync(x.shape, values, strategy, axis=axis, momentum=0.5, epsilon=1e-2)
+    sizes = [per_replica] * num_replicas
+    y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+
+
+@pytest.mark.parametrize("center, scale", [(False, True), (True, False), (False, False)])
+def test_parity_without_center_or_scale(center, scale):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(8, 3, 4)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, center=center, scale=scale)
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, center=center, scale=scale)
+    y, grads, _ = distributed_step(sync, strategy, split(x, [4, 4]), split(upstream, [4, 4]))
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1e2, 1e3, 1e4])
+def test_variance_is_robust_to_large_means(ratio):
+    """Relative error of the batch variance against float64 stays below 1e-3."""
+    num_replicas, per_replica, channels = 4, 16, 8
+    rng = np.random.default_rng(3)
+    std = rng.uniform(0.5, 2.0, channels)
+    x = (ratio * std + std * rng.normal(size=(num_replicas * per_replica, 7, channels))).astype(
+        "float32"
+    )
+    expected = x.astype("float64").reshape(-1, channels).var(axis=0)
+    strategy = mirrored_strategy(num_replicas)
+    sync = build_sync(x.shape, {}, strategy, momentum=0.0)
+    sizes = [per_replica] * num_replicas
+    distributed_step(sync, strategy, split(x, sizes), split(np.ones_like(x), sizes))
+    got = sync.moving_variance.numpy().astype("float64")
+    np.testing.assert_array_less(np.abs(got - expected) / expected, 1e-3)
+    expected_mean = x.astype("float64").reshape(-1, channels).mean(axis=0)
+    np.testing.assert_allclose(sync.moving_mean.numpy(), expected_mean, rtol=1e-6, atol=1e-6)
+
+
+def test_unequal_and_empty_replica_batches():
+    sizes = [3, 5, 0, 2]
+    rng = np.random.default_rng(4)
+    x = rng.normal(1.0, 2.0, size=(sum(sizes), 4, 5)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.6)
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+    strategy = mirrored_strategy(4)
+    sync = build_sync(x.shape, values, strategy, momentum=0.6)
+    y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
+    assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+
+
+def test_empty_global_batch_keeps_moving_statistics():
+    shape = (0, 4, 5)
+    _, values = make_pair((1, 4, 5))
+    strategy = mirrored_strategy(2)
+    sync = build_sync(shape, values, strategy)
+    empty = np.zeros(shape, "float32")
+    y, grads, _ = distributed_step(sync, strategy, [empty, empty], [empty, empty])
+    assert y.shape == shape
+    np.testing.assert_array_equal(sync.moving_mean.numpy(), values["moving_mean"].astype("float32"))
+    np.testing.assert_array_equal(
+        sync.moving_variance.numpy(), values["moving_variance"].astype("float32")
+    )
+    assert all(np.all(np.isfinite(g)) for g in grads)
+
+
+def test_mask_counts_only_unmasked_positions_across_replicas():
+    rng = np.random.default_rng(5)
+    x = rng.normal(3.0, 2.0, size=(8, 6, 5)).astype("float32")
+    mask = rng.uniform(size=(8, 6)) > 0.4
+    mask[2] = False  # a sample with no unmasked step
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.5)
+    y_ref, grads_ref = reference_step(ref, x, upstream, mask=mask)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5)
+    sizes = [4, 4]
+    y, grads, _ = distributed_step(
+        sync, strategy, split(x, sizes), split(upstream, sizes), split(mask, sizes)
+    )
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    # The mask changes the statistics: without it the moving mean would differ.
+    unmasked_mean = x.reshape(-1, 5).mean(axis=0)
+    assert not np.allclose(
+        sync.moving_mean.numpy(), 0.5 * values["moving_mean"] + 0.5 * unmasked_mean
+    )
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_statistics_in_float32(policy):
+    rng = np.random.default_rng(6)
+    x = rng.normal(4.0, 2.0, size=(8, 3, 5)).astype("float32")
+    compute_dtype = "float16" if policy == "mixed_float16" else "bfloat16"
+    x_low = tf.cast(x, compute_dtype).numpy()
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.5)
+    # Reference in float32 on the same (rounded) inputs.
+    y_ref, grads_ref = reference_step(ref, x_low.astype("float32"), upstream)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5, dtype=policy)
+    y, grads, _ = distributed_step(sync, strategy, split(x_low, [4, 4]), split(upstream, [4, 4]))
+    assert y.dtype == np.dtype(compute_dtype) or str(y.dtype) == compute_dtype
+    assert sync.moving_mean.dtype == "float32"
+    tol = 1e-2 if compute_dtype == "float16" else 5e-2
+    np.testing.assert_allclose(y.astype("float32"), y_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        sync.moving_mean.numpy(), ref.moving_mean.numpy(), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        sync.moving_variance.numpy(), ref.moving_variance.numpy(), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(grads[1], grads_ref[1], rtol=tol, atol=tol * 10)
+
+
+def test_bfloat16_results_are_not_clipped_to_float16_range():
+    x = np.random.default_rng(7).normal(size=(4, 3)).astype("float32")
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, {"beta": np.full(3, 1e6)}, strategy, dtype="mixed_bfloat16")
+    y, _, _ = distributed_step(
+        sync,
+        strategy,
+        split(tf.cast(x, "bfloat16").numpy(), [2, 2]),
+        split(np.ones_like(x), [2, 2]),
+    )
+    assert np.all(y.astype("float32") > 9e5)
+
+
+def test_plain_behaviour_without_strategy_is_bit_identical():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(6, 4, 3)).astype("float32")
+    ref, values = make_pair(x.shape)
+    sync = build_sync(x.shape, values)
+    for training in (True, False):
+        np.testing.assert_array_equal(
+            sync(x, training=training).numpy(), ref(x, training=training).numpy()
+        )
+    np.testing.assert_array_equal(sync.moving_mean.numpy(), ref.moving_mean.numpy())
+
+
+@pytest.mark.parametrize("mode", ["inference", "frozen", "cross_replica"])
+def test_no_collective_outside_synchronised_training(mode):
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 3, 5)).astype("float32")
+    ref, values = make_pair(x.shape)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy)
+    if mode == "cross_replica":
+        with strategy.scope():
+            np.testing.assert_array_equal(
+                sync(x, training=True).numpy(), ref(x, training=True).numpy()
+            )
+        return
+    training = mode != "inference"
+    if mode == "frozen":
+        sync.trainable = False
+        ref.trainable = False
+    halves = split(x, [2, 2])
+    inputs = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.constant(halves[ctx.replica_id_in_sync_group])
+    )
+
+    @tf.function
+    def run(x):
+        return strategy.run(lambda x: sync(x, training=training), args=(x,))
+
+    y = run(inputs)
+    assert count_collectives(run.get_concrete_function(inputs)) == 0
+    got = np.concatenate([t.numpy() for t in strategy.experimental_local_results(y)])
+    np.testing.assert_allclose(got, ref(x, training=training).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_group_size_matches_per_group_single_device_reference():
+    num_replicas, group_size, per_replica = 4, 2, 3
+    rng = np.random.default_rng(10)
+    x = rng.normal(1.0, 2.0, size=(num_replicas * per_replica, 4, 5)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    strategy = mirrored_strategy(num_replicas)
+    _, values = make_pair(x.shape, momentum=0.5)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5, group_size=group_size)
+    sizes = [per_replica] * num_replicas
+    y, grads, fn = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
+
+    group_rows = per_replica * group_size
+    refs, dgamma, dbeta = [], 0.0, 0.0
+    for start in range(0, len(x), group_rows):
+        ref, _ = make_pair(x.shape, momentum=0.5)
+        y_ref, (dx_ref, dg, db) = reference_step(
+            ref, x[start : start + group_rows], upstream[start : start + group_rows]
+        )
+        np.testing.assert_allclose(y[start : start + group_rows], y_ref, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(
+            grads[0][start : start + group_rows], dx_ref, rtol=RTOL, atol=ATOL
+        )
+        dgamma, dbeta = dgamma + dg, dbeta + db
+        refs.append(ref)
+    np.testing.assert_allclose(grads[1], dgamma, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(grads[2], dbeta, rtol=RTOL, atol=ATOL)
+    # Moving statistics aggregate with MEAN across replicas: the mean of the groups'.
+    for stat in ("moving_mean", "moving_variance"):
+        expected = np.mean([getattr(r, stat).numpy() for r in refs], axis=0)
+        np.testing.assert_allclose(getattr(sync, stat).numpy(), expected, rtol=RTOL, atol=ATOL)
+    assert count_collectives(fn) == 2 * num_replicas
+
+
+def test_group_size_must_divide_replicas():
+    strategy = mirrored_strategy(4)
+    sync = build_sync((8, 3), {}, strategy, group_size=3)
+    x = np.ones((8, 3), "float32")
+    with pytest.raises(ValueError, match="group_size=3 does not divide the 4 replicas"):
+        distributed_step(sync, strategy, split(x, [2] * 4), split(x, [2] * 4))
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_invalid_group_size_rejected_at_construction(bad):
+    with pytest.raises(ValueError, match="group_size must be None"):
+        SyncBatchNormalization(group_size=bad)
+
+
+def test_renorm_rejected():
+    with pytest.raises(ValueError, match="renorm"):
+        SyncBatchNormalization(renorm=True)
+
+
+def test_config_round_trip():
+    layer = SyncBatchNormalization(
+        axis=1, momentum=0.9, epsilon=1e-5, center=False, group_size=2, name="bn"
+    )
+    config = layer.get_config()
+    assert config["group_size"] == 2 and "synchronized" not in config
+    clone = SyncBatchNormalization.from_config(config)
+    assert clone.get_config() == config
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert isinstance(restored, SyncBatchNormalization) and restored.get_config() == config
+
+
+@pytest.mark.parametrize("in_scope", [False, True])
+def test_keras_file_round_trip(tmp_path, in_scope):
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(4, 6)).astype("float32")
+    strategy = mirrored_strategy(2)
+
+    def build():
+        model = keras.Sequential(
+            [keras.Input((6,)), keras.layers.Dense(5), SyncBatchNormalization(group_size=2)]
+        )
+        model.layers[-1].moving_mean.assign(rng.normal(size=5).astype("float32"))
+        return model
+
+    path = tmp_path / "model.keras"
+    if in_scope:
+        with strategy.scope():
+            model = build()
+            model.save(path)
+            loaded = keras.saving.load_model(path)
+    else:
+        model = build()
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+    assert isinstance(loaded.layers[-1], SyncBatchNormalization)
+    assert loaded.layers[-1].group_size == 2
+    np.testing.assert_array_equal(
+        loaded(x, training=False).numpy(), model(x, training=False).numpy()
+    )
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_strategy_matches_single_device(tmp_path):
+    from pathlib import Path
+
+    from tests.multiworker import run_workers
+
+    sizes = [3, 5]
+    script = Path(__file__).with_name("mwms_sync_bn_worker.py")
+    run_workers(script, len(sizes), [str(tmp_path), ",".join(map(str, sizes))], timeout=240)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(1.5, 2.0, size=(sum(sizes), 4, 5)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    gamma = rng.uniform(0.5, 1.5, 5).astype("float32")
+    beta = rng.normal(size=5).astype("float32")
+    ref = keras.layers.BatchNormalization(momentum=0.5)
+    ref.build(x.shape)
+    ref.gamma.assign(gamma)
+    ref.beta.assign(beta)
+    y_ref, (dx_ref, dgamma_ref, dbeta_ref) = reference_step(ref, x, upstream)
+
+    starts = np.cumsum([0, *sizes])
+    for task in range(len(sizes)):
+        got = np.load(tmp_path / f"worker{task}.npz")
+        rows = slice(starts[task], starts[task + 1])
+        np.testing.assert_allclose(got["y"], y_ref[rows], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(got["dx"], dx_ref[rows], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(got["dgamma"], dgamma_ref, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(got["dbeta"], dbeta_ref, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(
+            got["moving_mean"], ref.moving_mean.numpy(), rtol=RTOL, atol=ATOL
+        )
+        np.testing.assert_allclose(
+            got["moving_variance"], ref.moving_variance.numpy(), rtol=RTOL, atol=ATOL
+        )
