@@ -1,0 +1,224 @@
+"""The common machinery of losses defined over the global batch of two views.
+
+A self-supervised loss such as NT-Xent or Barlow Twins couples every sample of
+the batch with every other one, so under `tf.distribute` the loss of the global
+batch is not a combination of per-replica losses. These losses therefore follow
+one rule: in a replica context with `K > 1` replicas, every replica computes the
+loss of the whole global batch from embeddings gathered with differentiable
+collectives, and `__call__` scales it by `1 / K` as Keras does for its mean
+losses. The gradient of a gathered tensor is the sum of the gradients that every
+replica sends back to it, so after the optimizer sums the replicas' gradients
+the update is exactly that of the single-device loss on the concatenated batch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tensorflow_similarity import collectives
+
+# Keras scales these reductions by 1 / num_replicas under tf.distribute and
+# leaves "sum" and "none" unscaled; the global-batch losses keep that contract.
+_SCALED_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
+
+
+def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """Concatenates each tensor's batch over all replicas, differentiably.
+
+    One batched `ReplicaContext.all_gather` serves every tensor. Replicas may
+    hold different batch sizes (a partial last batch); the result is ordered by
+    replica id. Outside a replica context with more than one replica the
+    tensors are returned unchanged.
+
+    Args:
+        *tensors: Tensors whose first axis is the local batch.
+
+    Returns:
+        The gathered tensors, each of shape `[global_batch, ...]`.
+    """
+    ctx = collectives.sync_replica_context()
+    if ctx is None:
+        return tensors
+    return tuple(ctx.all_gather(list(tensors), axis=0))
+
+
+def global_sum(value: tf.Tensor) -> tf.Tensor:
+    """Sums `value` over all replicas with one differentiable all-reduce.
+
+    Args:
+        value: A tensor of the same shape on every replica.
+
+    Returns:
+        The sum over replicas, or `value` itself without a multi-replica
+        replica context.
+    """
+    ctx = collectives.sync_replica_context()
+    if ctx is None:
+        return value
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def scale_for_replicas(loss: tf.Tensor) -> tf.Tensor:
+    """Scales a per-replica copy of a global loss so that replicas sum to it.
+
+    Args:
+        loss: The loss of the global batch, identical on every replica.
+
+    Returns:
+        `loss / K` in a replica context with `K > 1` replicas, else `loss`.
+    """
+    ctx = collectives.sync_replica_context()
+    if ctx is None:
+        return loss
+    return loss * ops.cast(1.0 / ctx.num_replicas_in_sync, loss.dtype)
+
+
+def computation_dtype(dtype: Any) -> str:
+    """Returns `dtype` promoted to at least float32, for stable statistics."""
+    return keras.backend.result_type(dtype, "float32")
+
+
+def check_coefficient(owner: str, name: str, value: Any, positive: bool = False) -> float:
+    """Validates a loss hyper-parameter and returns it as a Python float.
+
+    Args:
+        owner: Class name, for the error message.
+        name: Argument name, for the error message.
+        value: The value received.
+        positive: Whether zero is rejected as well as negative values.
+
+    Returns:
+        `float(value)`.
+
+    Raises:
+        ValueError: If `value` is not a finite real number in range.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or (value <= 0 if positive else value < 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(
+            f"{owner}: {name} must be a finite number {bound}. Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+class GlobalBatchLoss(keras.losses.Loss):
+    """Base class of the losses of two views' embeddings over the global batch.
+
+    Subclasses implement `call(view1, view2)` returning the scalar loss of the
+    batch they are given, the global one when they gather it. `__call__` checks
+    the views, refuses sample weights (a loss coupling all samples has no
+    per-sample terms to weight) and applies Keras' distribution scaling to the
+    scalar, which Keras' own reduction leaves unscaled.
+
+    Subclasses set the class attribute `min_batch_size`, the smallest global
+    batch their formula is defined for (checked statically on one device, at
+    run time after gathering under a strategy).
+
+    Args:
+        name: Name of the loss instance.
+        reduction: `"sum_over_batch_size"` (default), `"mean"` or
+            `"mean_with_sample_weight"`: in a replica context with `K > 1`
+            replicas the returned value is the global loss divided by `K`, the
+            Keras convention that makes the optimizer's sum of the replicas'
+            gradients the gradient of the global loss. `"sum"`, `"none"` or
+            `None`: the global loss itself, unscaled, for custom training loops
+            that scale on their own.
+        dtype: Dtype of the loss computation; defaults to
+            `keras.backend.floatx()`. Statistics are computed in at least
+            float32.
+    """
+
+    min_batch_size = 1
+
+    def __init__(
+        self,
+        name: str | None = None,
+        reduction: str | None = "sum_over_batch_size",
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
+        if sample_weight is not None:
+            raise ValueError(
+                f"{type(self).__name__} does not accept sample_weight: it is a single "
+                "value for the whole global batch, coupling all samples, so it has no "
+                "per-sample terms to weight. Call it without sample_weight (drop "
+                "sample_weight / class_weight from fit())."
+            )
+        with keras.name_scope(self.name):
+            view1 = ops.convert_to_tensor(y_true, dtype=self.dtype)
+            view2 = ops.convert_to_tensor(y_pred, dtype=self.dtype)
+            self._check_views(view1, view2)
+            self._check_shapes_at_run_time(view1, view2)
+            loss = self.call(view1, view2)
+            if self.reduction in _SCALED_REDUCTIONS:
+                loss = scale_for_replicas(loss)
+            return loss
+
+    def _check_views(self, view1: tf.Tensor, view2: tf.Tensor) -> None:
+        """Checks the views' static shapes, before any computation."""
+        name = type(self).__name__
+        if len(view1.shape) != 2 or len(view2.shape) != 2:
+            raise ValueError(
+                f"{name} expects two views of shape [batch, features]. Received shapes "
+                f"{view1.shape} and {view2.shape}. Flatten or pool the embeddings first."
+            )
+        if not view1.shape.is_compatible_with(view2.shape):
+            raise ValueError(
+                f"{name} expects both views to have the same shape [batch, features] "
+                f"(row i of each view is the same sample). Received shapes "
+                f"{view1.shape} and {view2.shape}."
+            )
+        # Under a multi-replica context the local batch may be smaller than the
+        # minimum (a partial last batch): only the global size is checked, later.
+        batch = view1.shape[0] if view1.shape[0] is not None else view2.shape[0]
+        if (
+            batch is not None
+            and batch < self.min_batch_size
+            and collectives.sync_replica_context() is None
+        ):
+            raise ValueError(self._batch_size_message(batch))
+
+    def _batch_size_message(self, batch: Any) -> str:
+        return (
+            f"{type(self).__name__} needs a global batch of at least "
+            f"{self.min_batch_size} samples per view, received {batch}. Use a "
+            "larger batch size."
+        )
+
+    def _check_shapes_at_run_time(self, view1: tf.Tensor, view2: tf.Tensor) -> None:
+        """Checks, when the trace left them unknown, that the views' shapes match."""
+        if view1.shape.is_fully_defined() and view2.shape.is_fully_defined():
+            return
+        tf.debugging.assert_equal(
+            tf.shape(view1),
+            tf.shape(view2),
+            message=f"{type(self).__name__}: the two views must have the same shape "
+            "[batch, features].",
+        )
+
+    def _check_global_batch(self, global_batch: tf.Tensor) -> None:
+        """Checks the gathered batch size, which is only known at run time."""
+        if self.min_batch_size > 1:
+            tf.debugging.assert_greater_equal(
+                global_batch,
+                tf.cast(self.min_batch_size, global_batch.dtype),
+                message=self._batch_size_message("fewer"),
+            )
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["dtype"] = self.dtype
+        return config

@@ -1,0 +1,112 @@
+"""The Barlow Twins redundancy-reduction loss over the global batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tensorflow_similarity.losses._global_batch import (
+    GlobalBatchLoss,
+    check_coefficient,
+    computation_dtype,
+    gather_global_batch,
+)
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class Barlow(GlobalBatchLoss):
+    """Barlow Twins loss: drive the views' cross-correlation to the identity.
+
+    From Zbontar, Jing, Misra, LeCun & Deny, "Barlow Twins: Self-Supervised
+    Learning via Redundancy Reduction", ICML 2021
+    (https://arxiv.org/abs/2103.03230). Called as `loss(z1, z2)` with the
+    `[N, D]` embeddings of the two views. Each feature is standardised over
+    the batch, `za_hat = (za - mean(za)) / sqrt(var(za) + epsilon)` (biased
+    variance, as the paper's affine-free batch norm), and
+
+        C_ij = (1 / N) * sum_b za_hat_bi * zb_hat_bj
+        L = sum_i (1 - C_ii)^2 + lambda_ * sum_i sum_{j != i} C_ij^2
+
+    Across replicas: the embeddings are all-gathered from every replica (one
+    differentiable `all_gather`; replicas may hold different batch sizes), so
+    the means, variances and the sum defining `C` run over the global batch,
+    as the paper's synchronised batch norm and all-reduced `C` do. Every
+    replica computes `L` of the global batch; as with Keras' mean losses,
+    `__call__` then divides it by the number of replicas `K` (see
+    `reduction`), and because the gradient of a gathered tensor sums what
+    every replica sends back, the optimizer's sum of the replicas' gradients
+    is exactly the gradient of the single-device loss on the concatenated
+    batch. Gathering `2 N D` values costs less communication than
+    all-reducing the `D x D` matrix when `2 N < D`, the usual regime.
+
+    Args:
+        lambda_: Weight `>= 0` of the off-diagonal (redundancy) term.
+            Defaults to `5e-3`, the paper's value.
+        epsilon: Constant `>= 0` added to the variance when standardising.
+            Defaults to `1e-5` (PyTorch's batch norm default, used by the
+            paper's code).
+        name: Name of the loss. Defaults to `"barlow"`.
+        reduction: `"sum_over_batch_size"` (default): in a replica context
+            with `K > 1` replicas the value is the global loss divided by `K`,
+            as for every Keras mean loss. `"sum"` or `"none"`: the global loss,
+            unscaled, for training loops that scale it themselves.
+        dtype: Dtype of the computation; defaults to `keras.backend.floatx()`.
+            It is computed in at least float32.
+
+    Returns (when called):
+        A scalar tensor.
+
+    Raises:
+        ValueError: If `lambda_` or `epsilon` is negative; on views that are
+            not `[batch, features]` tensors of one shape, on a global batch
+            of fewer than 2 samples (checked at run time under a strategy),
+            or when `sample_weight` is given.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from tensorflow_similarity.losses import Barlow
+    >>> z = np.array([[1.0, 2.0], [-1.0, 0.0], [0.0, -2.0]])
+    >>> loss = Barlow(epsilon=0.0)(z, z)  # C_ii = 1, C_01 = C_10 = 0.5
+    >>> round(float(loss), 4)  # 5e-3 * 2 * 0.5^2
+    0.0025
+    """
+
+    min_batch_size = 2
+
+    def __init__(
+        self,
+        lambda_: float = 5e-3,
+        epsilon: float = 1e-5,
+        name: str | None = "barlow",
+        reduction: str | None = "sum_over_batch_size",
+        dtype: Any = None,
+    ) -> None:
+        owner = type(self).__name__
+        self.lambda_ = check_coefficient(owner, "lambda_", lambda_)
+        self.epsilon = check_coefficient(owner, "epsilon", epsilon)
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(y_true.dtype)
+        za, zb = gather_global_batch(tf.cast(y_true, dtype), tf.cast(y_pred, dtype))
+        n = tf.shape(za)[0]
+        self._check_global_batch(n)
+
+        c = tf.matmul(self._standardise(za), self._standardise(zb), transpose_a=True)
+        c = c / tf.cast(n, dtype)
+        diagonal = tf.linalg.diag_part(c)
+        on_diagonal = tf.reduce_sum(tf.square(1.0 - diagonal))
+        off_diagonal = tf.reduce_sum(tf.square(c - tf.linalg.diag(diagonal)))
+        return on_diagonal + self.lambda_ * off_diagonal
+
+    def _standardise(self, z: tf.Tensor) -> tf.Tensor:
+        mean, variance = tf.nn.moments(z, axes=[0])
+        return (z - mean) * tf.math.rsqrt(variance + self.epsilon)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(lambda_=self.lambda_, epsilon=self.epsilon)
+        return config

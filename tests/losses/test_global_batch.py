@@ -1,0 +1,237 @@
+"""The global-batch rule of every self-supervised loss under tf.distribute.
+
+One replica's value is the loss of the concatenated global batch, `__call__`
+scales it by 1/K as Keras does, and the replicas' gradients summed (as the
+optimizer does) equal the single-device gradient on the concatenated batch,
+also when the replicas hold different numbers of samples.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.losses import Barlow, SimCLRLoss, SimSiamLoss, VicReg
+from tests.conftest import mirrored_strategy
+
+IN_DIM, OUT_DIM = 3, 4
+
+LOSSES = {
+    "simsiam": lambda: SimSiamLoss(),
+    "simclr": lambda: SimCLRLoss(temperature=0.3),
+    "barlow": lambda: Barlow(lambda_=0.05),
+    # gamma above the features' std keeps every variance hinge active.
+    "vicreg": lambda: VicReg(gamma=4.0),
+}
+
+
+def _data(total: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x1 = rng.normal(size=(total, IN_DIM)).astype("float32")
+    x2 = (x1 + 0.5 * rng.normal(size=(total, IN_DIM))).astype("float32")
+    kernel = rng.normal(size=(IN_DIM, OUT_DIM)).astype("float32")
+    return x1, x2, kernel
+
+
+def _projector(kernel: np.ndarray) -> keras.layers.Dense:
+    dense = keras.layers.Dense(OUT_DIM, use_bias=False)
+    dense.build((None, IN_DIM))
+    dense.kernel.assign(kernel)
+    return dense
+
+
+def _single_device(loss, x1, x2, kernel):
+    dense = _projector(kernel)
+    with tf.GradientTape() as tape:
+        value = loss(dense(x1), dense(x2))
+    return value.numpy(), tape.gradient(value, dense.kernel).numpy()
+
+
+def _distributed(loss, x1, x2, kernel, sizes):
+    strategy = mirrored_strategy(len(sizes))
+    with strategy.scope():
+        dense = _projector(kernel)
+    bounds = np.cumsum([0, *sizes])
+    parts = [(x1[a:b], x2[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    inputs = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tuple(tf.constant(x) for x in parts[ctx.replica_id_in_sync_group])
+    )
+
+    def replica_step(views):
+        with tf.GradientTape() as tape:
+            value = loss(dense(views[0]), dense(views[1]))
+        return value, tape.gradient(value, dense.kernel)
+
+    @tf.function
+    def step(views):
+        return strategy.run(replica_step, args=(views,))
+
+    values, grads = step(inputs)
+    values = np.array([v.numpy() for v in strategy.experimental_local_results(values)])
+    grads = [g.numpy() for g in strategy.experimental_local_results(grads)]
+    return values, np.sum(grads, axis=0)
+
+
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+@pytest.mark.parametrize(
+    "sizes",
+    [(3, 5), (1, 3, 0, 4)],
+    ids=["k2-unequal", "k4-unequal-with-empty"],
+)
+def test_distributed_value_and_gradient_match_single_device(loss_name, sizes):
+    x1, x2, kernel = _data(sum(sizes), seed=len(sizes) + sizes[0])
+    loss = LOSSES[loss_name]()
+    expected_value, expected_grad = _single_device(loss, x1, x2, kernel)
+
+    values, grad_sum = _distributed(loss, x1, x2, kernel, sizes)
+
+    k = len(sizes)
+    # __call__ returns value / K on each replica, like Keras' mean losses.
+    np.testing.assert_allclose(values * k, np.full(k, expected_value), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad_sum, expected_grad, rtol=1e-4, atol=1e-6)
+    assert np.abs(expected_grad).max() > 1e-3, "degenerate case: the gradient is ~0"
+
+
+def test_sum_reduction_returns_the_unscaled_global_loss_per_replica():
+    sizes = (3, 5)
+    x1, x2, kernel = _data(sum(sizes), seed=7)
+    loss = LOSSES["simclr"]()
+    unscaled = type(loss).from_config({**loss.get_config(), "reduction": "sum"})
+    expected_value, expected_grad = _single_device(loss, x1, x2, kernel)
+
+    values, grad_sum = _distributed(unscaled, x1, x2, kernel, sizes)
+
+    np.testing.assert_allclose(values, [expected_value] * 2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad_sum, 2 * expected_grad, rtol=1e-4, atol=1e-6)
+
+
+class _TwoViewModel(keras.Model):
+    """A minimal two-view model whose compute_loss calls the loss as the SSL models do."""
+
+    def __init__(self, loss_object, **kwargs):
+        super().__init__(**kwargs)
+        self.projector = keras.layers.Dense(OUT_DIM, use_bias=False)
+        self.loss_object = loss_object
+
+    def call(self, inputs):
+        return self.projector(inputs[:, 0]), self.projector(inputs[:, 1])
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return self.loss_object(*y_pred)
+
+
+def _fit_one_step(loss, views, kernel, strategy):
+    with strategy.scope():
+        model = _TwoViewModel(loss, name="two_view_model")
+        model.projector.build((None, IN_DIM))
+        model.projector.kernel.assign(kernel)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1))
+    history = model.fit(views, batch_size=len(views), epochs=1, shuffle=False, verbose=0)
+    return history.history["loss"][0], model.projector.kernel.numpy()
+
+
+def test_keras_fit_under_mirrored_strategy_matches_single_device():
+    x1, x2, kernel = _data(8, seed=11)
+    views = np.stack([x1, x2], axis=1)
+    loss = SimCLRLoss(temperature=0.3)
+
+    expected_loss, expected_kernel = _fit_one_step(
+        loss, views, kernel, tf.distribute.get_strategy()
+    )
+    fit_loss, fit_kernel = _fit_one_step(loss, views, kernel, mirrored_strategy(2))
+
+    np.testing.assert_allclose(fit_loss, expected_loss, rtol=1e-5)
+    np.testing.assert_allclose(fit_kernel, expected_kernel, rtol=1e-4, atol=1e-6)
+    assert np.abs(expected_kernel - kernel).max() > 1e-3
+
+
+NON_DEFAULT = {
+    "simsiam": lambda: SimSiamLoss(name="siam", reduction="sum", dtype="float64"),
+    "simclr": lambda: SimCLRLoss(temperature=0.25, name="clr", reduction="none"),
+    "barlow": lambda: Barlow(lambda_=0.02, epsilon=1e-3, name="twins", dtype="float64"),
+    "vicreg": lambda: VicReg(lambda_=10.0, mu=5.0, nu=2.0, gamma=0.5, epsilon=1e-3, name="vr"),
+}
+NEEDS_TWO_SAMPLES = ["simclr", "barlow", "vicreg"]
+
+
+def _views(shape=(6, 4), seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=shape).astype("float32"), rng.normal(size=shape).astype("float32")
+
+
+@pytest.mark.parametrize("loss_name", sorted(NON_DEFAULT))
+def test_config_round_trip(loss_name):
+    loss = NON_DEFAULT[loss_name]()
+    z1, z2 = _views()
+
+    clone = type(loss).from_config(loss.get_config())
+    serialized = keras.saving.serialize_keras_object(loss)
+    restored = keras.saving.deserialize_keras_object(serialized)
+
+    assert serialized["registered_name"] == f"Similarity>{type(loss).__name__}"
+    for other in (clone, restored):
+        assert type(other) is type(loss)
+        assert other.get_config() == loss.get_config()
+        np.testing.assert_allclose(other(z1, z2).numpy(), loss(z1, z2).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss_name", sorted(NON_DEFAULT))
+def test_compiled_loss_survives_keras_file(loss_name, tmp_path):
+    loss = NON_DEFAULT[loss_name]()
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=loss)
+    model.save(tmp_path / "model.keras")
+
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+
+    assert type(loaded.loss) is type(loss)
+    assert loaded.loss.get_config() == loss.get_config()
+
+
+@pytest.mark.parametrize(
+    ("shape1", "shape2", "match"),
+    [
+        ((4, 3), (5, 3), "same shape"),
+        ((4, 3), (4, 2), "same shape"),
+        ((4,), (4,), r"\[batch, features\]"),
+        ((4, 3, 2), (4, 3, 2), r"\[batch, features\]"),
+    ],
+)
+def test_rejects_bad_view_shapes(shape1, shape2, match):
+    for make_loss in LOSSES.values():
+        with pytest.raises(ValueError, match=match):
+            make_loss()(np.ones(shape1, "float32"), np.ones(shape2, "float32"))
+
+
+def test_rejects_a_batch_of_one_except_simsiam():
+    for name in NEEDS_TWO_SAMPLES:
+        with pytest.raises(ValueError, match="at least 2 samples"):
+            LOSSES[name]()(*_views(shape=(1, 4)))
+
+    p, z = np.array([[1.0, 0.0]], "float32"), np.array([[1.0, 1.0]], "float32")
+    np.testing.assert_allclose(SimSiamLoss()(p, z).numpy(), -np.sqrt(0.5), rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_checks_dynamic_shapes_at_run_time(loss_name):
+    loss = LOSSES[loss_name]()
+    spec = tf.TensorSpec((None, 4), tf.float32)
+    compute = tf.function(loss, input_signature=[spec, spec])
+
+    assert np.isfinite(compute(*_views(shape=(2, 4))).numpy())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        compute(_views(shape=(3, 4))[0], _views(shape=(5, 4))[1])
+    if loss_name in NEEDS_TWO_SAMPLES:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="at least 2 samples"):
+            compute(*_views(shape=(1, 4)))
+
+
+def test_rejects_sample_weight_and_unknown_reductions():
+    for make_loss in LOSSES.values():
+        loss = make_loss()
+        with pytest.raises(ValueError, match="does not accept sample_weight"):
+            loss(*_views(), sample_weight=np.ones(6))
+        with pytest.raises(ValueError, match="reduction"):
+            type(loss)(reduction="max")
