@@ -1,0 +1,353 @@
+"""Per-image random image transformations for batches, driven by stateless seeds.
+
+Each `random_*` function takes a batch `images` of shape
+`[batch, height, width, channels]` (float32, values in `[0, 1]`, channels 1 or
+3) and a `seed`, an integer tensor of shape `[2]` as
+`tf.random.stateless_uniform` expects. Each image of the
+batch draws its own parameters, and the result is a pure function of
+`(images, seed)`: the same seed gives the same output, eagerly, inside
+`tf.function` and inside `tf.data` map functions alike.
+
+The parameterisations follow torchvision, which the SimCLR, SimSiam and Barlow
+Twins reference pipelines use (SimCLR describes the same transforms in its
+appendix A). One-channel images are treated as grey RGB images, for which
+saturation, hue and greyscale conversion are the identity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+# ITU-R 601-2 luma, as torchvision's rgb_to_grayscale and PIL's convert("L").
+_LUMA = (0.299, 0.587, 0.114)
+
+# torchvision's RandomResizedCrop tries this many (scale, ratio) draws before
+# falling back to a central crop.
+_CROP_ATTEMPTS = 10
+
+
+def _uniform(
+    seed: tf.Tensor, batch: tf.Tensor | int, low: float, high: float, extra: Sequence[int] = ()
+) -> tf.Tensor:
+    return tf.random.stateless_uniform(
+        tf.concat([[batch], tf.constant(list(extra), tf.int32)], axis=0),
+        seed=seed,
+        minval=low,
+        maxval=high,
+        dtype=tf.float32,
+    )
+
+
+def _per_image(mask: tf.Tensor, if_true: tf.Tensor, if_false: tf.Tensor) -> tf.Tensor:
+    return tf.where(mask[:, None, None, None], if_true, if_false)
+
+
+def _sub_seed(seed: tf.Tensor, index: int) -> tf.Tensor:
+    return tf.random.experimental.stateless_fold_in(seed, index)
+
+
+def bernoulli_mask(batch: tf.Tensor | int, probability: float, seed: tf.Tensor) -> tf.Tensor:
+    """Draws one Boolean per image, `True` with the given probability.
+
+    Args:
+        batch: Number of images.
+        probability: Probability of `True`, in `[0, 1]`.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        A `bool` tensor of shape `[batch]`.
+    """
+    return _uniform(seed, batch, 0.0, 1.0) < probability
+
+
+def grayscale(images: tf.Tensor) -> tf.Tensor:
+    """Returns the luma of each image, repeated over the input's channels.
+
+    Args:
+        images: `[batch, height, width, channels]` float images, channels 1 or 3.
+
+    Returns:
+        Images of the same shape whose channels all equal the luma.
+    """
+    if images.shape[-1] == 1:
+        return images
+    luma = tf.reduce_sum(images * tf.constant(_LUMA, images.dtype), axis=-1, keepdims=True)
+    return tf.broadcast_to(luma, tf.shape(images))
+
+
+def random_resized_crop(
+    images: tf.Tensor,
+    size: tuple[int, int],
+    scale: tuple[float, float],
+    ratio: tuple[float, float],
+    seed: tf.Tensor,
+) -> tf.Tensor:
+    """Crops a random area and aspect ratio of each image and resizes it to `size`.
+
+    As torchvision's `RandomResizedCrop`: the crop covers a fraction of the
+    image area drawn uniformly from `scale`, with an aspect ratio (width over
+    height) drawn log-uniformly from `ratio`, at a uniformly random position;
+    draws whose crop does not fit are retried (10 times), then a central crop
+    of the largest allowed aspect ratio is used. Crop boxes are continuous
+    (not rounded to pixels) and resized bilinearly with half-pixel centres, so
+    a crop of the whole image equals `tf.image.resize(images, size)`.
+
+    Args:
+        images: `[batch, height, width, channels]` float images with static
+            height and width.
+        size: Output `(height, width)`.
+        scale: `(min, max)` fraction of the image area to crop.
+        ratio: `(min, max)` aspect ratio of the crop.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        A `[batch, size[0], size[1], channels]` float32 tensor.
+    """
+    height, width = images.shape[1], images.shape[2]
+    batch = tf.shape(images)[0]
+    area = float(height * width)
+    shape = (_CROP_ATTEMPTS,)
+    target_area = area * _uniform(_sub_seed(seed, 0), batch, scale[0], scale[1], shape)
+    log_ratio = _uniform(_sub_seed(seed, 1), batch, math.log(ratio[0]), math.log(ratio[1]), shape)
+    aspect = tf.exp(log_ratio)
+    crop_w = tf.sqrt(target_area * aspect)
+    crop_h = tf.sqrt(target_area / aspect)
+    fits = (crop_w <= width) & (crop_h <= height)
+    first_fit = tf.argmax(tf.cast(fits, tf.int32), axis=1, output_type=tf.int32)
+    any_fit = tf.reduce_any(fits, axis=1)
+    crop_w = tf.gather(crop_w, first_fit, batch_dims=1)
+    crop_h = tf.gather(crop_h, first_fit, batch_dims=1)
+
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        fallback_w, fallback_h = float(width), width / ratio[0]
+    elif in_ratio > ratio[1]:
+        fallback_w, fallback_h = height * ratio[1], float(height)
+    else:
+        fallback_w, fallback_h = float(width), float(height)
+    crop_w = tf.where(any_fit, crop_w, fallback_w)
+    crop_h = tf.where(any_fit, crop_h, fallback_h)
+
+    position = _uniform(_sub_seed(seed, 2), batch, 0.0, 1.0, (2,))
+    top = tf.where(any_fit, position[:, 0] * (height - crop_h), (height - crop_h) / 2)
+    left = tf.where(any_fit, position[:, 1] * (width - crop_w), (width - crop_w) / 2)
+
+    # crop_and_resize samples box corners exactly and writes the extrapolation
+    # value outside the image. Output pixel k's centre is half a step inside the
+    # crop; a one-pixel edge-replicating border keeps those centres in range
+    # and reproduces tf.image.resize's half-pixel, clamp-to-edge sampling.
+    out_h, out_w = size
+    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+    y1 = (top + 0.5 * crop_h / out_h + 0.5) / (height + 1)
+    y2 = (top + crop_h - 0.5 * crop_h / out_h + 0.5) / (height + 1)
+    x1 = (left + 0.5 * crop_w / out_w + 0.5) / (width + 1)
+    x2 = (left + crop_w - 0.5 * crop_w / out_w + 0.5) / (width + 1)
+    boxes = tf.stack([y1, x1, y2, x2], axis=1)
+    return tf.image.crop_and_resize(
+        padded, boxes, tf.range(batch), [out_h, out_w], method="bilinear"
+    )
+
+
+def random_flip_left_right(images: tf.Tensor, probability: float, seed: tf.Tensor) -> tf.Tensor:
+    """Mirrors each image horizontally with the given probability.
+
+    Args:
+        images: `[batch, height, width, channels]` images.
+        probability: Probability of flipping an image.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        Images of the same shape.
+    """
+    flip = bernoulli_mask(tf.shape(images)[0], probability, seed)
+    return _per_image(flip, tf.reverse(images, axis=[2]), images)
+
+
+def _adjust_hue(images: tf.Tensor, delta: tf.Tensor) -> tf.Tensor:
+    hsv = tf.image.rgb_to_hsv(images)
+    hue = tf.math.floormod(hsv[..., 0] + delta[:, None, None], 1.0)
+    return tf.clip_by_value(
+        tf.image.hsv_to_rgb(tf.stack([hue, hsv[..., 1], hsv[..., 2]], axis=-1)), 0.0, 1.0
+    )
+
+
+def random_color_jitter(
+    images: tf.Tensor,
+    brightness: float,
+    contrast: float,
+    saturation: float,
+    hue: float,
+    probability: float,
+    seed: tf.Tensor,
+) -> tf.Tensor:
+    """Randomly changes brightness, contrast, saturation and hue, in random order.
+
+    As torchvision's `ColorJitter` wrapped in `RandomApply(p=probability)`:
+    each selected image draws a brightness, contrast and saturation factor
+    uniformly from `[max(0, 1 - s), 1 + s]` and a hue shift uniformly from
+    `[-hue, hue]` (in turns of the colour wheel), and applies the four
+    adjustments in its own random order, clipping to `[0, 1]` after each.
+    Brightness scales the image; contrast blends it with its mean luma;
+    saturation blends it with its luma image; hue rotates the HSV hue.
+
+    Args:
+        images: `[batch, height, width, channels]` float images in `[0, 1]`.
+        brightness: Brightness strength `s >= 0`.
+        contrast: Contrast strength `s >= 0`.
+        saturation: Saturation strength `s >= 0`.
+        hue: Maximum hue shift, in `[0, 0.5]`.
+        probability: Probability that an image is jittered at all.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        Images of the same shape.
+    """
+    batch = tf.shape(images)[0]
+    factors = tf.stack(
+        [
+            _uniform(_sub_seed(seed, 0), batch, max(0.0, 1.0 - brightness), 1.0 + brightness),
+            _uniform(_sub_seed(seed, 1), batch, max(0.0, 1.0 - contrast), 1.0 + contrast),
+            _uniform(_sub_seed(seed, 2), batch, max(0.0, 1.0 - saturation), 1.0 + saturation),
+        ],
+        axis=1,
+    )
+    hue_shift = _uniform(_sub_seed(seed, 3), batch, -hue, hue)
+    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 4))
+    order = tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1)
+    # Hue cannot change a grey image; skipping it also avoids HSV conversions,
+    # which need three channels.
+    with_hue = images.shape[-1] != 1 and hue > 0
+    for position in range(4):
+        operation = order[:, position]
+        # Brightness, contrast and saturation are all blends
+        # `f * x + (1 - f) * target`, with targets black, the mean luma and the
+        # luma image: one blend per position serves whichever of them is drawn.
+        factor = tf.gather(factors, tf.minimum(operation, 2), batch_dims=1)[:, None, None, None]
+        luma = grayscale(images)
+        mean_luma = tf.reduce_mean(luma, axis=[1, 2, 3], keepdims=True)
+        target = _per_image(operation == 1, tf.broadcast_to(mean_luma, tf.shape(images)), luma)
+        target = _per_image(operation == 0, tf.zeros_like(images), target)
+        blended = tf.clip_by_value(factor * images + (1.0 - factor) * target, 0.0, 1.0)
+        result = _per_image(apply & (operation < 3), blended, images)
+        if with_hue:
+            result = _per_image(apply & (operation == 3), _adjust_hue(images, hue_shift), result)
+        images = result
+    return images
+
+
+def random_grayscale(images: tf.Tensor, probability: float, seed: tf.Tensor) -> tf.Tensor:
+    """Replaces each image by its luma (on every channel) with the given probability.
+
+    Args:
+        images: `[batch, height, width, channels]` float images.
+        probability: Probability of converting an image.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        Images of the same shape.
+    """
+    convert = bernoulli_mask(tf.shape(images)[0], probability, seed)
+    return _per_image(convert, grayscale(images), images)
+
+
+def blur_kernel_size(length: int, fraction: float = 0.1) -> int:
+    """Returns the odd Gaussian-blur kernel size for an image side.
+
+    SimCLR (appendix A) uses a kernel of 10% of the image side; as its
+    reference code, the size is `2 * (int(fraction * length) // 2) + 1`, but at
+    least 3 so small images (32x32) are still blurred, and at most the largest
+    odd size whose reflect padding fits in the image.
+
+    Args:
+        length: Image height or width in pixels.
+        fraction: Kernel size as a fraction of `length`.
+
+    Returns:
+        An odd kernel size, 1 for images narrower than 2 pixels.
+    """
+    radius = max(1, int(fraction * length) // 2)
+    radius = min(radius, length - 1)
+    return 2 * radius + 1
+
+
+def _blur_axis(images: tf.Tensor, weights: tf.Tensor, axis: int) -> tf.Tensor:
+    radius = (weights.shape[1] - 1) // 2
+    if radius == 0:
+        return images
+    padding = [[0, 0]] * 4
+    padding[axis] = [radius, radius]
+    padded = tf.pad(images, padding, mode="REFLECT")
+    size = [-1, -1, -1, -1]
+    size[axis] = images.shape[axis]
+    total = 0.0
+    for offset in range(2 * radius + 1):
+        begin = [0, 0, 0, 0]
+        begin[axis] = offset
+        total += weights[:, offset, None, None, None] * tf.slice(padded, begin, size)
+    return total
+
+
+def random_gaussian_blur(
+    images: tf.Tensor,
+    sigma: tuple[float, float],
+    probability: float,
+    seed: tf.Tensor,
+    kernel_size: tuple[int, int] | None = None,
+) -> tf.Tensor:
+    """Blurs each image with a Gaussian of random width, with the given probability.
+
+    Each selected image draws a standard deviation uniformly from `sigma` (in
+    pixels) and is convolved, separably, with the normalised Gaussian kernel
+    of that width, using reflect padding (as torchvision's `GaussianBlur`).
+
+    Args:
+        images: `[batch, height, width, channels]` float images with static
+            height and width.
+        sigma: `(min, max)` standard deviation in pixels.
+        probability: Probability of blurring an image.
+        seed: Integer tensor of shape `[2]`.
+        kernel_size: `(height, width)` odd kernel sizes. Defaults to 10% of
+            each image side (see `blur_kernel_size`).
+
+    Returns:
+        Images of the same shape.
+    """
+    height, width = images.shape[1], images.shape[2]
+    if kernel_size is None:
+        kernel_size = (blur_kernel_size(height), blur_kernel_size(width))
+    batch = tf.shape(images)[0]
+    std = _uniform(_sub_seed(seed, 0), batch, sigma[0], sigma[1])
+    blurred = images
+    for axis, size in ((1, kernel_size[0]), (2, kernel_size[1])):
+        radius = (size - 1) // 2
+        offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
+        weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
+        weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
+        blurred = _blur_axis(blurred, weights, axis)
+    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 1))
+    return _per_image(apply, blurred, images)
+
+
+def random_solarize(
+    images: tf.Tensor, probability: float, seed: tf.Tensor, threshold: float = 0.5
+) -> tf.Tensor:
+    """Inverts the pixels at or above `threshold`, per image with the given probability.
+
+    As PIL's `ImageOps.solarize` (threshold 128 of 255) used by Barlow Twins
+    and BYOL: a value `v >= threshold` becomes `1 - v`.
+
+    Args:
+        images: `[batch, height, width, channels]` float images in `[0, 1]`.
+        probability: Probability of solarising an image.
+        seed: Integer tensor of shape `[2]`.
+        threshold: Values at or above it are inverted. Defaults to `0.5`.
+
+    Returns:
+        Images of the same shape.
+    """
+    apply = bernoulli_mask(tf.shape(images)[0], probability, seed)
+    solarized = tf.where(images >= threshold, 1.0 - images, images)
+    return _per_image(apply, solarized, images)
