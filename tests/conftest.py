@@ -55,7 +55,7 @@ def strategy_factory():
 def _fresh_keras_state():
     import keras
 
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")

@@ -1,1 +1,10 @@
-"""tensorflow_similarity.models."""
+"""Models of tensorflow-similarity."""
+
+from tensorflow_similarity.models.contrastive_model import ContrastiveModel
+from tensorflow_similarity.models.heads import (
+    build_predictor,
+    build_projector,
+    create_contrastive_model,
+)
+
+__all__ = ["ContrastiveModel", "build_predictor", "build_projector", "create_contrastive_model"]

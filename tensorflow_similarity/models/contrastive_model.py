@@ -1,0 +1,298 @@
+"""Self-supervised training of a backbone with two augmented views of each image."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+
+ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg")
+
+# With `concat_views=None`, what each paper's reference implementation does: SimCLR's
+# TensorFlow code feeds both views as one batch; SimSiam, Barlow Twins and VICReg call the
+# encoder once per view, so batch norm normalises each view on its own.
+_PAPER_CONCAT_VIEWS = {"simsiam": False, "simclr": True, "barlow": False, "vicreg": False}
+
+
+def _default_loss(algorithm: str) -> keras.losses.Loss:
+    from tensorflow_similarity import losses
+
+    return {
+        "simsiam": losses.SimSiamLoss,
+        "simclr": losses.SimCLRLoss,
+        "barlow": losses.Barlow,
+        "vicreg": losses.VicReg,
+    }[algorithm]()
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class ContrastiveModel(keras.Model):
+    """A backbone trained self-supervised on two views, with global-batch semantics.
+
+    `fit` takes either pairs of views `(view1, view2)` or batches of images plus an
+    `augmenter` that makes the two views. Each step runs the views through the
+    backbone, the projector and (SimSiam) the predictor, and minimises the
+    algorithm's loss. Under `tf.distribute` (`MirroredStrategy`,
+    `MultiWorkerMirroredStrategy`) one step means exactly what it means on one
+    device holding the global batch:
+
+    * the loss is computed over the global batch (the losses gather embeddings
+      across replicas), and each replica minimises its `1 / num_replicas` share
+      of it (the Keras loss convention), so the optimizer's sum of replica
+      gradients is the gradient of the global loss;
+    * regularisation losses of the sub-models are also scaled by
+      `1 / num_replicas` (Keras adds them unscaled on every replica, which counts
+      them `num_replicas` times);
+    * with `sync_bn`, every batch norm in the backbone, projector and predictor
+      uses global-batch statistics.
+
+    Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
+    the per-dimension standard deviation of the L2-normalised outputs, averaged
+    over dimensions. It is about `1/sqrt(dim)` for a healthy representation and
+    falls to 0 when it collapses.
+
+    Args:
+        backbone: Keras model mapping images to representations (what `predict`
+            and `embed` return).
+        projector: Keras model mapping representations to projections.
+        predictor: Keras model mapping projections to predictions (SimSiam), or
+            `None`. Defaults to `None`.
+        algorithm: One of `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`; picks
+            the default loss. Defaults to `"simsiam"`.
+        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`: synchronise the batch
+            norm of all three sub-models (converted copies are used; the models
+            passed in are untouched). Defaults to `False`.
+        augmenter: Callable `images -> (view1, view2)`, used when `fit` receives
+            plain images. Defaults to `None` (the data must hold view pairs).
+        concat_views: `True` runs both views through the networks as one batch
+            (batch norm normalises over both views), `False` one call per view.
+            `None` (default) does what the algorithm's paper did: `True` for
+            SimCLR, `False` for the others.
+        **kwargs: `keras.Model` keyword arguments (`name`, ...).
+
+    Raises:
+        ValueError: For an unknown `algorithm`, or SimSiam without a predictor.
+        TypeError: If a sub-model is not a Keras model or `sync_bn` is invalid.
+
+    Example:
+
+    >>> strategy = tf.distribute.MirroredStrategy()
+    >>> with strategy.scope():
+    ...     model = create_contrastive_model(ResNet18Sim((32, 32, 3)), "simsiam", sync_bn=True)
+    ...     model.compile(optimizer="sgd")
+    >>> model.fit(view_pairs, epochs=10)
+    """
+
+    def __init__(
+        self,
+        backbone: keras.Model,
+        projector: keras.Model,
+        predictor: keras.Model | None = None,
+        algorithm: str = "simsiam",
+        sync_bn: bool | SyncBatchNormPlugin = False,
+        augmenter: Any = None,
+        concat_views: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        algorithm = algorithm.lower() if isinstance(algorithm, str) else algorithm
+        if algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"Unknown algorithm {algorithm!r}. Use one of {', '.join(ALGORITHMS)}."
+            )
+        for name, sub_model in (("backbone", backbone), ("projector", projector)):
+            if not isinstance(sub_model, keras.Model):
+                raise TypeError(f"{name} must be a keras.Model, got {type(sub_model).__name__}.")
+        if predictor is not None and not isinstance(predictor, keras.Model):
+            raise TypeError(
+                f"predictor must be a keras.Model or None, got {type(predictor).__name__}."
+            )
+        if algorithm == "simsiam" and predictor is None:
+            raise ValueError(
+                "SimSiam needs a predictor model (it is what breaks the symmetry between "
+                "the views). Pass predictor=..., or build all heads with "
+                "create_contrastive_model(backbone, 'simsiam')."
+            )
+        if augmenter is not None and not callable(augmenter):
+            raise TypeError("augmenter must be callable: images -> (view1, view2).")
+        plugin = resolve_sync_bn(sync_bn)
+        super().__init__(**kwargs)
+        if plugin is not None:
+            backbone, projector, predictor = (
+                _synchronise(m, plugin) for m in (backbone, projector, predictor)
+            )
+        self.backbone = backbone
+        self.projector = projector
+        self.predictor = predictor
+        self.algorithm = algorithm
+        self.sync_bn = plugin
+        self.augmenter = augmenter
+        self.concat_views = concat_views
+        self._views_concatenated = (
+            _PAPER_CONCAT_VIEWS[algorithm] if concat_views is None else bool(concat_views)
+        )
+        self._default_loss = _default_loss(algorithm)
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.proj_std_tracker = keras.metrics.Mean(name="proj_std")
+        self.pred_std_tracker = keras.metrics.Mean(name="pred_std") if predictor else None
+
+    @property
+    def metrics(self) -> list[keras.metrics.Metric]:
+        trackers = [self.loss_tracker, self.proj_std_tracker]
+        if self.pred_std_tracker is not None:
+            trackers.append(self.pred_std_tracker)
+        return trackers
+
+    def call(self, inputs, training=False):
+        return self.backbone(inputs, training=training)
+
+    def embed(self, images, output: str = "backbone", batch_size: int = 256):
+        """Returns NumPy embeddings of `images`.
+
+        Args:
+            images: Array or dataset of images.
+            output: `"backbone"` (representations) or `"projector"` (projections).
+            batch_size: Batch size for array inputs. Defaults to 256.
+
+        Returns:
+            A NumPy array of embeddings.
+
+        Raises:
+            ValueError: For an unknown `output`.
+        """
+        if output == "backbone":
+            return self.backbone.predict(images, batch_size=batch_size, verbose=0)
+        if output == "projector":
+            encoder = keras.Sequential([self.backbone, self.projector])
+            return encoder.predict(images, batch_size=batch_size, verbose=0)
+        raise ValueError(f"output must be 'backbone' or 'projector', got {output!r}.")
+
+    def train_step(self, data):
+        view1, view2 = self._views(data)
+        replicas = tf.cast(_num_replicas(), tf.float32)
+        with tf.GradientTape() as tape:
+            # This replica's share of the global loss: Keras losses already divide by
+            # the number of replicas, so the optimizer's sum over replicas is the whole.
+            share, z1, p1 = self._forward(view1, view2, training=True)
+            total = share
+            if self.losses:
+                regularization = tf.add_n([tf.cast(x, tf.float32) for x in self.losses])
+                total = total + regularization / replicas
+            if self.optimizer is not None:
+                total = self.optimizer.scale_loss(total)
+        variables = self.trainable_variables
+        gradients = tape.gradient(total, variables)
+        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        return self._update_metrics(share * replicas, z1, p1)
+
+    def test_step(self, data):
+        view1, view2 = self._views(data)
+        share, z1, p1 = self._forward(view1, view2, training=False)
+        return self._update_metrics(share * tf.cast(_num_replicas(), tf.float32), z1, p1)
+
+    def _views(self, data):
+        while isinstance(data, (tuple, list)) and len(data) == 1:
+            data = data[0]
+        if isinstance(data, (tuple, list)):
+            if len(data) != 2:
+                raise ValueError(
+                    "ContrastiveModel expects batches of (view1, view2) pairs or of images "
+                    f"with an augmenter; got a tuple of {len(data)} elements."
+                )
+            return data[0], data[1]
+        if self.augmenter is None:
+            raise ValueError(
+                "ContrastiveModel received plain images but has no augmenter. Pass "
+                "augmenter=... (e.g. tensorflow_similarity.augmenters) or feed "
+                "(view1, view2) pairs."
+            )
+        return self.augmenter(data)
+
+    def _encode(self, view1, view2, model, training):
+        if self._views_concatenated:
+            both = model(tf.concat([view1, view2], axis=0), training=training)
+            return tf.split(both, 2, axis=0)
+        return model(view1, training=training), model(view2, training=training)
+
+    def _forward(self, view1, view2, training):
+        h1, h2 = self._encode(view1, view2, self.backbone, training)
+        z1, z2 = self._encode(h1, h2, self.projector, training)
+        loss_fn = self.loss if self.loss is not None else self._default_loss
+        if self.predictor is not None:
+            p1, p2 = self._encode(z1, z2, self.predictor, training)
+            # SimSiam's symmetric loss: each prediction regresses the other view's projection.
+            loss = 0.5 * (loss_fn(p1, z2) + loss_fn(p2, z1))
+        else:
+            p1 = None
+            loss = loss_fn(z1, z2)
+        return tf.cast(loss, tf.float32), z1, p1
+
+    def _update_metrics(self, loss, z1, p1):
+        self.loss_tracker.update_state(loss)
+        self.proj_std_tracker.update_state(_normalised_std(z1))
+        if p1 is not None and self.pred_std_tracker is not None:
+            self.pred_std_tracker.update_state(_normalised_std(p1))
+        return {m.name: m.result() for m in self.metrics}
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        serialize = keras.saving.serialize_keras_object
+        config.update(
+            {
+                "backbone": serialize(self.backbone),
+                "projector": serialize(self.projector),
+                "predictor": serialize(self.predictor) if self.predictor else None,
+                "algorithm": self.algorithm,
+                "sync_bn": self.sync_bn.get_config() if self.sync_bn else False,
+                "augmenter": serialize(self.augmenter)
+                if isinstance(self.augmenter, keras.layers.Layer)
+                else None,
+                "concat_views": self.concat_views,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ContrastiveModel:
+        config = dict(config)
+        deserialize = keras.saving.deserialize_keras_object
+        for key in ("backbone", "projector", "predictor", "augmenter"):
+            if config.get(key) is not None:
+                config[key] = deserialize(config[key])
+        if isinstance(config.get("sync_bn"), dict):
+            config["sync_bn"] = SyncBatchNormPlugin(**config["sync_bn"])
+        return cls(**config)
+
+
+def _num_replicas() -> int:
+    ctx = tf.distribute.get_replica_context()
+    return ctx.num_replicas_in_sync if ctx is not None else 1
+
+
+def _normalised_std(x: tf.Tensor) -> tf.Tensor:
+    x = tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1)
+    return tf.reduce_mean(tf.math.reduce_std(x, axis=0))
+
+
+def _synchronise(model: keras.Model | None, plugin: SyncBatchNormPlugin) -> keras.Model | None:
+    """Converts `model`'s batch norms with `plugin`.
+
+    A model already built with synchronised batch norm (a native builder with
+    `sync_bn=True`) is kept as it is; anything else goes through the converter,
+    which reports batch norms it cannot reach and warns when there are none.
+    """
+    if model is None:
+        return None
+    layers, found_plain, found_synced = [model], False, False
+    while layers:
+        layer = layers.pop()
+        found_plain |= plugin.should_convert(layer)
+        found_synced |= isinstance(layer, plugin.layer_class)
+        layers.extend(getattr(layer, "layers", []))
+    if found_synced and not found_plain:
+        return model
+    from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
+
+    return convert_sync_batchnorm(model, plugin=plugin)

@@ -1,0 +1,199 @@
+"""ContrastiveModel: global-batch semantics under MirroredStrategy, saving, errors."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.layers import SyncBatchNormalization
+from tensorflow_similarity.losses import SimSiamLoss
+from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
+from tests.conftest import mirrored_strategy
+
+ALGORITHMS = ["simsiam", "simclr", "barlow", "vicreg"]
+GLOBAL_BATCH = 8
+IMAGE_SHAPE = (6, 6, 2)
+
+
+def tiny_backbone(regularizer=None) -> keras.Model:
+    inputs = keras.Input(IMAGE_SHAPE)
+    x = keras.layers.Conv2D(4, 3, padding="same", kernel_regularizer=regularizer)(inputs)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.ReLU()(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, x, name="backbone")
+
+
+def tiny_model(algorithm, sync_bn=True, regularizer=None, **kwargs) -> ContrastiveModel:
+    keras.utils.set_random_seed(1)
+    return create_contrastive_model(
+        tiny_backbone(regularizer),
+        algorithm,
+        projector_hidden_dim=16,
+        projector_output_dim=8,
+        predictor_hidden_dim=16,
+        sync_bn=sync_bn,
+        **kwargs,
+    )
+
+
+def views(seed=0, n=GLOBAL_BATCH):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, *IMAGE_SHAPE)).astype("float32")
+    noise = 0.3 * rng.normal(size=(2, n, *IMAGE_SHAPE)).astype("float32")
+    return base + noise[0], base + noise[1]
+
+
+def one_step(model, view1, view2):
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5))
+    data = tf.data.Dataset.from_tensors((view1, view2))
+    history = model.fit(data, epochs=1, verbose=0)
+    return history.history["loss"][0], [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("num_replicas", [2, 4])
+def test_one_step_matches_single_device_global_batch(algorithm, num_replicas):
+    """Same loss and same updated weights as one device holding the global batch."""
+    view1, view2 = views()
+    reference = tiny_model(algorithm)
+    initial = reference.get_weights()
+    ref_loss, ref_weights = one_step(reference, view1, view2)
+
+    with mirrored_strategy(num_replicas).scope():
+        model = tiny_model(algorithm)
+        model.set_weights(initial)
+        loss, weights = one_step(model, view1, view2)
+
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5)
+    assert_same_update(weights, ref_weights, initial)
+
+
+def assert_same_update(weights, ref_weights, initial):
+    """The weight updates agree to float32 precision, and the step moved most weights."""
+    # Updates that are 0 in exact arithmetic (a bias before batch norm) are float noise,
+    # so the absolute tolerance is relative to the largest update of the step.
+    scale = max(
+        float(np.abs(w_ref - w0).max()) for w_ref, w0 in zip(ref_weights, initial, strict=True)
+    )
+    changed = 0
+    for w, w_ref, w0 in zip(weights, ref_weights, initial, strict=True):
+        np.testing.assert_allclose(w - w0, w_ref - w0, rtol=1e-3, atol=1e-4 * scale)
+        changed += float(np.abs(w_ref - w0).max()) > 1e-5
+    assert changed > len(initial) // 2
+
+
+def test_regularisation_losses_are_scaled_under_distribution():
+    view1, view2 = views(1)
+    reg = keras.regularizers.L2(0.5)
+    reference = tiny_model("barlow", regularizer=reg)
+    initial = reference.get_weights()
+    _, ref_weights = one_step(reference, view1, view2)
+    with mirrored_strategy(4).scope():
+        model = tiny_model("barlow", regularizer=reg)
+        model.set_weights(initial)
+        _, weights = one_step(model, view1, view2)
+    assert_same_update(weights, ref_weights, initial)
+
+
+def test_sync_bn_converts_backbone_and_heads():
+    model = tiny_model("simsiam", sync_bn=True)
+    for sub_model in (model.backbone, model.projector, model.predictor):
+        bns = [
+            layer
+            for layer in sub_model.layers
+            if isinstance(layer, keras.layers.BatchNormalization)
+        ]
+        assert bns and all(isinstance(layer, SyncBatchNormalization) for layer in bns)
+    plain = tiny_model("simsiam", sync_bn=False)
+    assert not any(
+        isinstance(layer, SyncBatchNormalization)
+        for sub_model in (plain.backbone, plain.projector, plain.predictor)
+        for layer in sub_model.layers
+    )
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fit_reduces_loss_under_four_replicas(algorithm):
+    view1, view2 = views(2, n=32)
+    with mirrored_strategy(4).scope():
+        model = tiny_model(algorithm)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9))
+    data = tf.data.Dataset.from_tensor_slices((view1, view2)).batch(16)
+    history = model.fit(data, epochs=6, verbose=0).history
+    losses = history["loss"]
+    assert np.all(np.isfinite(losses))
+    assert losses[-1] < losses[0]
+    assert "proj_std" in history and np.all(np.isfinite(history["proj_std"]))
+
+
+def test_compiled_loss_is_used():
+    view1, view2 = views(3)
+    model = tiny_model("simsiam")
+    model.compile(optimizer="sgd", loss=SimSiamLoss())
+    assert isinstance(model.loss, SimSiamLoss)
+    result = model.evaluate(
+        tf.data.Dataset.from_tensors((view1, view2)), verbose=0, return_dict=True
+    )
+    assert -1.0 <= result["loss"] <= 1.0
+
+
+def test_augmenter_makes_views_from_images():
+    images = views(4)[0]
+
+    def augmenter(batch):
+        return batch + 0.1, batch - 0.1
+
+    model = tiny_model("simclr", augmenter=augmenter)
+    model.compile(optimizer="sgd")
+    history = model.fit(tf.data.Dataset.from_tensors(images), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    without = tiny_model("simclr")
+    without.compile(optimizer="sgd")
+    with pytest.raises(ValueError, match="no augmenter"):
+        without.fit(tf.data.Dataset.from_tensors(images), epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("in_scope", [False, True])
+def test_keras_file_round_trip(tmp_path, in_scope):
+    view1, _ = views(5)
+    path = tmp_path / "model.keras"
+
+    def save_and_load():
+        model = tiny_model("simsiam")
+        model.compile(optimizer="sgd")
+        model.fit(tf.data.Dataset.from_tensors(views(5)), epochs=1, verbose=0)
+        model.save(path)
+        return model, keras.saving.load_model(path)
+
+    if in_scope:
+        with mirrored_strategy(2).scope():
+            model, loaded = save_and_load()
+    else:
+        model, loaded = save_and_load()
+    assert isinstance(loaded, ContrastiveModel) and loaded.algorithm == "simsiam"
+    assert isinstance(loaded.sync_bn, type(model.sync_bn))
+    np.testing.assert_allclose(loaded.embed(view1), model.embed(view1), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.embed(view1, output="projector"), model.embed(view1, output="projector"), atol=1e-5
+    )
+    config = loaded.get_config()
+    assert isinstance(config["backbone"], dict)  # configs, never live models
+
+
+def test_invalid_arguments():
+    backbone = tiny_backbone()
+    projector = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    with pytest.raises(ValueError, match="Unknown algorithm"):
+        ContrastiveModel(backbone, projector, algorithm="byol")
+    with pytest.raises(ValueError, match="SimSiam needs a predictor"):
+        ContrastiveModel(backbone, projector, algorithm="simsiam")
+    with pytest.raises(TypeError, match="sync_bn must be"):
+        ContrastiveModel(backbone, projector, algorithm="simclr", sync_bn="yes")
+    with pytest.raises(TypeError, match="backbone must be a keras.Model"):
+        ContrastiveModel("resnet", projector, algorithm="simclr")
+    flat = keras.Sequential([keras.Input(IMAGE_SHAPE), keras.layers.Conv2D(2, 3)])
+    with pytest.raises(ValueError, match="must output \\[batch, features\\]"):
+        create_contrastive_model(flat, "simclr")
