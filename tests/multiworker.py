@@ -105,5 +105,8 @@ def _dump(logs: list[Path]) -> str:
     parts = []
     for i, log in enumerate(logs):
         text = log.read_text(errors="replace") if log.exists() else "<no log>"
-        parts.append(f"--- worker {i} ---\n{text[-4000:]}")
+        # The first traceback line and the end of the log are what explain a failure.
+        start = text.find("Traceback")
+        head = text[start : start + 3000] if start >= 0 else ""
+        parts.append(f"--- worker {i} ---\n{head}\n...\n{text[-3000:]}")
     return "\n".join(parts)

@@ -44,8 +44,7 @@ class ContrastiveModel(keras.Model):
       of it (the Keras loss convention), so the optimizer's sum of replica
       gradients is the gradient of the global loss;
     * regularisation losses of the sub-models are also scaled by
-      `1 / num_replicas` (Keras adds them unscaled on every replica, which counts
-      them `num_replicas` times);
+      `1 / num_replicas`, so that summed over replicas they count once;
     * with `sync_bn`, every batch norm in the backbone, projector and predictor
       uses global-batch statistics.
 
@@ -146,7 +145,24 @@ class ContrastiveModel(keras.Model):
         return trackers
 
     def call(self, inputs, training=False):
+        if self._is_stacked_pair(inputs):
+            inputs = inputs[:, 0]
         return self.backbone(inputs, training=training)
+
+    def fit(self, x=None, *args, **kwargs):
+        """`keras.Model.fit`, with datasets of view pairs packed into one tensor.
+
+        A `tf.data.Dataset` of `(view1, view2)` pairs is mapped to one
+        `[batch, 2, ...]` tensor per batch: Keras 3's `fit` under
+        `MultiWorkerMirroredStrategy` cannot take a tuple of distributed
+        values (keras-team/keras#20585), while a single tensor works under
+        every strategy. The views are unpacked again in `train_step`.
+        """
+        return super().fit(_pack_pairs(x), *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        """`keras.Model.evaluate`, with view pairs packed as in `fit`."""
+        return super().evaluate(_pack_pairs(x), *args, **kwargs)
 
     def embed(self, images, output: str = "backbone", batch_size: int = 256):
         """Returns NumPy embeddings of `images`.
@@ -192,9 +208,20 @@ class ContrastiveModel(keras.Model):
         share, z1, p1 = self._forward(view1, view2, training=False)
         return self._update_metrics(share * tf.cast(_num_replicas(), tf.float32), z1, p1)
 
+    def _is_stacked_pair(self, data) -> bool:
+        image_rank = len(self.backbone.inputs[0].shape) if self.backbone.inputs else None
+        return (
+            image_rank is not None
+            and hasattr(data, "shape")
+            and len(data.shape) == image_rank + 1
+            and data.shape[1] == 2
+        )
+
     def _views(self, data):
         while isinstance(data, (tuple, list)) and len(data) == 1:
             data = data[0]
+        if self._is_stacked_pair(data):
+            return data[:, 0], data[:, 1]
         if isinstance(data, (tuple, list)):
             if len(data) != 2:
                 raise ValueError(
@@ -234,7 +261,12 @@ class ContrastiveModel(keras.Model):
         self.proj_std_tracker.update_state(_normalised_std(z1))
         if p1 is not None and self.pred_std_tracker is not None:
             self.pred_std_tracker.update_state(_normalised_std(p1))
-        return {m.name: m.result() for m in self.metrics}
+        results = {m.name: m.result() for m in self.metrics}
+        if _multi_worker():
+            # Keras 3 reduces logs across workers with `reduce(MEAN, axis=0)`, which
+            # fails on scalars (keras-team/keras#20585): give each a batch axis.
+            results = {name: tf.reshape(value, [1]) for name, value in results.items()}
+        return results
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -264,6 +296,27 @@ class ContrastiveModel(keras.Model):
         if isinstance(config.get("sync_bn"), dict):
             config["sync_bn"] = SyncBatchNormPlugin(**config["sync_bn"])
         return cls(**config)
+
+
+def _pack_pairs(x):
+    if not isinstance(x, tf.data.Dataset):
+        return x
+    spec = x.element_spec
+    if (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and all(isinstance(s, tf.TensorSpec) for s in spec)
+        and spec[0].shape.rank == spec[1].shape.rank
+    ):
+        return x.map(lambda a, b: tf.stack([a, b], axis=1))
+    return x
+
+
+def _multi_worker() -> bool:
+    strategy = tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    return strategy.cluster_resolver.cluster_spec().num_tasks("worker") > 1
 
 
 def _num_replicas() -> int:

@@ -11,39 +11,13 @@ from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.losses import SimSiamLoss
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
 from tests.conftest import mirrored_strategy
-
-ALGORITHMS = ["simsiam", "simclr", "barlow", "vicreg"]
-GLOBAL_BATCH = 8
-IMAGE_SHAPE = (6, 6, 2)
-
-
-def tiny_backbone(regularizer=None) -> keras.Model:
-    inputs = keras.Input(IMAGE_SHAPE)
-    x = keras.layers.Conv2D(4, 3, padding="same", kernel_regularizer=regularizer)(inputs)
-    x = keras.layers.BatchNormalization()(x)
-    x = keras.layers.ReLU()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, x, name="backbone")
-
-
-def tiny_model(algorithm, sync_bn=True, regularizer=None, **kwargs) -> ContrastiveModel:
-    keras.utils.set_random_seed(1)
-    return create_contrastive_model(
-        tiny_backbone(regularizer),
-        algorithm,
-        projector_hidden_dim=16,
-        projector_output_dim=8,
-        predictor_hidden_dim=16,
-        sync_bn=sync_bn,
-        **kwargs,
-    )
-
-
-def views(seed=0, n=GLOBAL_BATCH):
-    rng = np.random.default_rng(seed)
-    base = rng.normal(size=(n, *IMAGE_SHAPE)).astype("float32")
-    noise = 0.3 * rng.normal(size=(2, n, *IMAGE_SHAPE)).astype("float32")
-    return base + noise[0], base + noise[1]
+from tests.models.contrastive_fixtures import (
+    ALGORITHMS,
+    IMAGE_SHAPE,
+    tiny_backbone,
+    tiny_model,
+    views,
+)
 
 
 def one_step(model, view1, view2):
@@ -120,7 +94,7 @@ def test_fit_reduces_loss_under_four_replicas(algorithm):
     view1, view2 = views(2, n=32)
     with mirrored_strategy(4).scope():
         model = tiny_model(algorithm)
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9))
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01, momentum=0.9))
     data = tf.data.Dataset.from_tensor_slices((view1, view2)).batch(16)
     history = model.fit(data, epochs=6, verbose=0).history
     losses = history["loss"]
@@ -197,3 +171,31 @@ def test_invalid_arguments():
     flat = keras.Sequential([keras.Input(IMAGE_SHAPE), keras.layers.Conv2D(2, 3)])
     with pytest.raises(ValueError, match="must output \\[batch, features\\]"):
         create_contrastive_model(flat, "simclr")
+
+
+@pytest.mark.slow
+def test_multi_worker_step_matches_single_device(tmp_path):
+    """One step per algorithm under a 2-process MultiWorkerMirroredStrategy."""
+    from pathlib import Path
+
+    from tests.multiworker import run_workers
+
+    view1, view2 = views(6)
+    np.savez(tmp_path / "views.npz", view1=view1, view2=view2)
+    expected = {}
+    for algorithm in ALGORITHMS:
+        reference = tiny_model(algorithm)
+        initial = reference.get_weights()
+        np.savez(
+            tmp_path / f"initial_{algorithm}.npz", **{f"w{i}": w for i, w in enumerate(initial)}
+        )
+        expected[algorithm] = (initial, *one_step(reference, view1, view2))
+
+    script = Path(__file__).with_name("mwms_contrastive_worker.py")
+    run_workers(script, 2, [str(tmp_path)], timeout=420)
+    for algorithm, (initial, ref_loss, ref_weights) in expected.items():
+        for task in range(2):
+            got = np.load(tmp_path / f"{algorithm}_worker{task}.npz")
+            np.testing.assert_allclose(float(got["loss"]), ref_loss, rtol=1e-5, atol=1e-5)
+            weights = [got[f"w{i}"] for i in range(len(initial))]
+            assert_same_update(weights, ref_weights, initial)
