@@ -188,9 +188,16 @@ def cross_replica_moments(
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Per-channel mean and variance of `x` over a sync group, with one collective each way.
 
-    Forward: every replica packs its per-channel (count, mean, M2) into one row,
-    the rows of all replicas are gathered with one all-reduce, and each group's
-    rows are merged with Chan's formula `M2 = sum M2_i + sum n_i (mean_i - mean)^2`.
+    Forward, in one pass over `x`: every replica shifts its data by a value of its
+    own (its first position per channel; its masked mean under a mask) and sums the
+    shifted values and their squares. It packs per channel its count `n_i`, shift
+    `s_i`, mean offset `d_i = mean(x - s_i)` and centred sum of squares `M2_i` into
+    one row; the rows of all replicas are gathered with one all-reduce. Each group
+    is merged with Chan's formula around a reference `r`, the shift of its largest
+    replica: `o_i = (s_i - r) + d_i`, `M2 = sum M2_i + sum n_i (o_i - o)^2`,
+    `mean = r + o`. Shifts lie within the data, so `s_i - r` is exact and no term
+    cancels catastrophically, whatever `|mean| / std`; keeping `s_i` and `d_i`
+    apart also keeps the rounding of each replica's mean out of the variance.
 
     Backward: the gradients reaching the mean and variance come from every
     replica's loss, so they are summed over the group with one all-reduce of
@@ -213,8 +220,9 @@ def cross_replica_moments(
         that saw data, of the group statistics (the group's own when all
         replicas form one group).
     """
-    reduction_axes = [i for i in range(len(x.shape)) if i != axis]
-    broadcast_shape = [1] * len(x.shape)
+    ndim = len(x.shape)
+    reduction_axes = [i for i in range(ndim) if i != axis]
+    broadcast_shape = [1] * ndim
     broadcast_shape[axis] = -1
     num_groups = ctx.num_replicas_in_sync // group_size
     group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
@@ -227,26 +235,44 @@ def cross_replica_moments(
 
     @tf.custom_gradient
     def moments(x):
-        masked_x = x if weights is None else x * weights
-        local_sum = tf.reduce_sum(masked_x, axis=reduction_axes)
-        local_mean = tf.math.divide_no_nan(local_sum, local_count)
-        centred = tf.square(x - tf.reshape(local_mean, broadcast_shape))
+        if weights is None:
+            # The first position of each channel (zero on an empty replica).
+            first = tuple(slice(None) if i == axis else slice(0, 1) for i in range(ndim))
+            shift = tf.reduce_sum(x[first], axis=reduction_axes)
+        else:
+            # Masked positions may hold padding far from the data: shift by the masked mean.
+            shift = tf.math.divide_no_nan(
+                tf.reduce_sum(x * weights, axis=reduction_axes), local_count
+            )
+        centred = x - tf.reshape(shift, broadcast_shape)
         if weights is not None:
             centred = centred * weights
-        local_m2 = tf.reduce_sum(centred, axis=reduction_axes)
+        shifted_sum = tf.reduce_sum(centred, axis=reduction_axes)
+        shifted_squares = tf.reduce_sum(tf.square(centred), axis=reduction_axes)
+        offset = tf.math.divide_no_nan(shifted_sum, local_count)
+        local_m2 = tf.maximum(shifted_squares - shifted_sum * offset, 0.0)
 
-        rows = collectives.gather_rows(ctx, tf.concat([local_count, local_mean, local_m2], 0))
-        rows = tf.reshape(rows, [num_groups, group_size, 3, -1])
-        counts, means, m2s = rows[:, :, 0], rows[:, :, 1], rows[:, :, 2]
+        row = tf.concat([local_count, shift, offset, local_m2], 0)
+        rows = collectives.gather_rows(ctx, row)
+        rows = tf.reshape(rows, [num_groups, group_size, 4, -1])
+        counts, shifts, offsets, m2s = (rows[:, :, i] for i in range(4))
         group_counts = tf.reduce_sum(counts, axis=1)
-        group_means = tf.math.divide_no_nan(tf.reduce_sum(counts * means, axis=1), group_counts)
-        spread = counts * tf.square(means - group_means[:, tf.newaxis])
+        # Reference: the shift of each group's largest replica, per channel.
+        largest = tf.one_hot(tf.argmax(counts, axis=1), group_size, axis=1, dtype=x.dtype)
+        references = tf.reduce_sum(largest * shifts, axis=1)
+        offsets = (shifts - references[:, tf.newaxis]) + offsets
+        mean_offsets = tf.math.divide_no_nan(tf.reduce_sum(counts * offsets, axis=1), group_counts)
+        spread = counts * tf.square(offsets - mean_offsets[:, tf.newaxis])
         group_m2s = tf.reduce_sum(m2s, axis=1) + tf.reduce_sum(spread, axis=1)
+        group_means = references + mean_offsets
         group_variances = tf.math.divide_no_nan(group_m2s, group_counts)
 
-        count = tf.gather(group_counts, group_id)
-        mean = tf.gather(group_means, group_id)
-        variance = tf.gather(group_variances, group_id)
+        if num_groups == 1:
+            count, mean, variance = group_counts[0], group_means[0], group_variances[0]
+        else:
+            count = tf.gather(group_counts, group_id)
+            mean = tf.gather(group_means, group_id)
+            variance = tf.gather(group_variances, group_id)
         seen = tf.cast(group_counts > 0, x.dtype)
         groups_seen = tf.reduce_sum(seen, axis=0)
         moving_mean_update = tf.math.divide_no_nan(

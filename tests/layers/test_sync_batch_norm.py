@@ -190,7 +190,8 @@ def test_variance_is_robust_to_large_means(ratio):
     sizes = [per_replica] * num_replicas
     distributed_step(sync, strategy, split(x, sizes), split(np.ones_like(x), sizes))
     got = sync.moving_variance.numpy().astype("float64")
-    np.testing.assert_array_less(np.abs(got - expected) / expected, 1e-3)
+    # The issue asks for 1e-3; the shifted merge keeps it near float32 rounding.
+    np.testing.assert_array_less(np.abs(got - expected) / expected, 1e-5)
     expected_mean = x.astype("float64").reshape(-1, channels).mean(axis=0)
     np.testing.assert_allclose(sync.moving_mean.numpy(), expected_mean, rtol=1e-6, atol=1e-6)
 
