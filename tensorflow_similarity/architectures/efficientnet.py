@@ -1,0 +1,171 @@
+"""EfficientNet (B0-B7) from `keras.applications`, with optional synchronised batch norm."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import keras
+
+from tensorflow_similarity.architectures.head import (
+    check_builder_args,
+    check_input_shape,
+    check_weights,
+    set_trainable,
+    similarity_model,
+    synchronise,
+)
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+
+VARIANTS = ("B0", "B1", "B2", "B3", "B4", "B5", "B6", "B7")
+
+
+def EfficientNetSim(
+    input_shape: Sequence[int | None],
+    embedding_size: int = 128,
+    weights: str | os.PathLike | None = None,
+    trainable: str = "full",
+    l2_norm: bool = True,
+    include_top: bool = True,
+    pooling: str | None = "gem",
+    gem_p: float = 3.0,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+    variant: str = "B0",
+    name: str | None = None,
+) -> keras.Model:
+    """Builds an EfficientNet embedding model for similarity learning.
+
+    The backbone is `build_efficientnet()`: `keras.applications.EfficientNet<variant>`
+    without its classifier (Tan and Le, "EfficientNet: Rethinking Model
+    Scaling for Convolutional Neural Networks", 2019), whose batch-norm layers
+    are upgraded by the sync-BN plugin when `sync_bn` is set, followed by the
+    shared head: pooling, then `MetricEmbedding` or `Dense`.
+
+    The application rescales and normalises raw `[0, 255]` RGB images itself.
+    Images smaller than the variant's nominal size work (from 32x32).
+
+    Args:
+        input_shape: One RGB image's shape, e.g. `(224, 224, 3)`; at least
+            32x32, 3 channels.
+        embedding_size: Size of the embedding. Defaults to `128`.
+        weights: `None` (default), `"imagenet"` (downloaded once and cached by
+            `keras.applications`) or the path to a weights file of the
+            application without its top. Allowed with `sync_bn`: the
+            conversion keeps the weights.
+        trainable: `"full"` (default), `"partial"` (only the last stage,
+            `block7*` and `top_*`, and the head train) or `"frozen"`. When
+            pretrained weights are loaded without `sync_bn`, the batch-norm
+            layers are frozen (inference mode), as in the original package;
+            with `sync_bn` they follow `trainable`, since synchronising
+            frozen layers would do nothing.
+        l2_norm: `MetricEmbedding` if `True` (default), else `Dense`.
+        include_top: Whether to add the embedding layer. Defaults to `True`.
+        pooling: `"gem"` (default), `"avg"`, `"max"`, or `None` (only with
+            `include_top=False`).
+        gem_p: The GeM power. Defaults to `3.0`.
+        sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
+        variant: `"B0"` (default) to `"B7"`, case-insensitive.
+        name: The model's name. Defaults to `"efficientnet<variant>sim"`.
+
+    Returns:
+        A Keras Functional model.
+
+    Raises:
+        ValueError: For a bad argument, `variant` included, before anything is
+            built.
+        TypeError: For a `sync_bn` that is not `False`, `True` or a plugin.
+
+    Example:
+
+    >>> model = EfficientNetSim((32, 32, 3), variant="b0", sync_bn=True)
+    >>> model.output_shape
+    (None, 128)
+    """
+    variant = check_variant(variant)
+    plugin = check_builder_args(
+        "EfficientNetSim",
+        embedding_size=embedding_size,
+        trainable=trainable,
+        l2_norm=l2_norm,
+        include_top=include_top,
+        pooling=pooling,
+        gem_p=gem_p,
+        sync_bn=sync_bn,
+    )
+    backbone = build_efficientnet(
+        input_shape, variant=variant, weights=weights, sync_bn=plugin or False
+    )
+    set_trainable(
+        backbone,
+        trainable,
+        starts_last_stage=lambda layer: layer.name.startswith(("block7", "top_")),
+        freeze_batch_norm=weights is not None and plugin is None,
+    )
+    return similarity_model(
+        backbone,
+        input_shape,
+        embedding_size=embedding_size,
+        l2_norm=l2_norm,
+        include_top=include_top,
+        pooling=pooling,
+        gem_p=gem_p,
+        name=name or f"efficientnet{variant.lower()}sim",
+    )
+
+
+def check_variant(variant: str) -> str:
+    """Returns the canonical EfficientNet variant name (`"B0"`...`"B7"`).
+
+    Args:
+        variant: A variant name, case-insensitive.
+
+    Returns:
+        The upper-case name.
+
+    Raises:
+        ValueError: For an unknown variant, listing the valid ones.
+    """
+    canonical = variant.upper() if isinstance(variant, str) else None
+    if canonical not in VARIANTS:
+        raise ValueError(
+            f"EfficientNetSim: variant must be one of {', '.join(VARIANTS)} "
+            f"(case-insensitive). Received: variant={variant!r}"
+        )
+    return canonical
+
+
+def build_efficientnet(
+    input_shape: Sequence[int | None],
+    variant: str = "B0",
+    weights: str | os.PathLike | None = None,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+) -> keras.Model:
+    """Builds the EfficientNet backbone and upgrades its batch norm when `sync_bn` is set.
+
+    Args:
+        input_shape: One RGB image's shape, at least 32x32.
+        variant: `"B0"` (default) to `"B7"`, case-insensitive.
+        weights: `None` (default), `"imagenet"` or a weights-file path.
+        sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`; the
+            rebuild keeps the loaded weights.
+
+    Returns:
+        `keras.applications.EfficientNet<variant>(include_top=False)`, with
+        `SyncBatchNormalization` layers when `sync_bn` is set.
+
+    Raises:
+        ValueError: For a bad `input_shape`, `variant` or `weights`, before
+            anything is built.
+        TypeError: For a bad `sync_bn`.
+    """
+    variant = check_variant(variant)
+    plugin = resolve_sync_bn(sync_bn)
+    shape = check_input_shape("EfficientNetSim", input_shape, channels=3)
+    check_weights("EfficientNetSim", weights, plugin, imagenet=True, pretrained_with_sync=True)
+    application = getattr(keras.applications, f"EfficientNet{variant}")
+    backbone = application(
+        include_top=False,
+        weights=os.fspath(weights) if weights is not None else None,
+        input_shape=shape,
+    )
+    return synchronise("EfficientNetSim", backbone, plugin)

@@ -1,0 +1,237 @@
+"""ResNet-18 for similarity and self-supervised learning, with optional synchronised batch norm."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import keras
+
+from tensorflow_similarity.architectures.head import (
+    batch_norm_layer,
+    check_builder_args,
+    check_input_shape,
+    check_weights,
+    set_trainable,
+    similarity_model,
+)
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+
+STEMS = ("auto", "cifar", "imagenet")
+# "auto" picks the CIFAR stem up to this height/width (CIFAR, STL-sized crops, Tiny ImageNet).
+_CIFAR_STEM_MAX_SIZE = 64
+_MIN_SIZE = {"cifar": 8, "imagenet": 32}
+_BN_EPSILON = 1.001e-5
+
+
+def ResNet18Sim(
+    input_shape: Sequence[int | None],
+    embedding_size: int = 128,
+    weights: str | os.PathLike | None = None,
+    trainable: str = "full",
+    l2_norm: bool = True,
+    include_top: bool = True,
+    pooling: str | None = "gem",
+    gem_p: float = 3.0,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+    stem: str = "auto",
+    name: str = "resnet18sim",
+) -> keras.Model:
+    """Builds a ResNet-18 embedding model, the usual backbone of self-supervised learning.
+
+    The backbone is `build_resnet18()`: basic residual blocks of 64, 128, 256
+    and 512 filters, two per stage (He et al., 2015), followed by the shared
+    head: pooling, then `MetricEmbedding` (L2-normalised) or `Dense`. With
+    `sync_bn`, its 20 batch-norm layers are `SyncBatchNormalization` layers
+    made by the plugin: the setting of SimCLR, BYOL or Barlow Twins, whose
+    small per-replica batches need global-batch statistics.
+
+    Two stems (first layers), chosen by `stem`:
+
+    * `"cifar"`: a 3x3, stride-1 convolution and no max-pool, as used for
+      self-supervised learning on small images (SimCLR's CIFAR-10 ResNet,
+      solo-learn, lightly): a 32x32 image keeps its resolution until the
+      second stage and reaches the last one at 4x4. Images from 8x8.
+    * `"imagenet"`: the original 7x7 stride-2 convolution and 3x3 stride-2
+      max-pool (stride 32 overall), for images of 96x96 and more. From 32x32.
+    * `"auto"` (default): `"cifar"` when the height and width are known and
+      at most 64, else `"imagenet"`.
+
+    Convolutions have no bias (each is followed by batch norm) and a He-normal
+    initialisation. Inputs are not rescaled: feed images normalised as you
+    train them.
+
+    Args:
+        input_shape: One image's shape, e.g. `(32, 32, 3)`.
+        embedding_size: Size of the embedding. Defaults to `128`.
+        weights: `None` (default, train from scratch) or the path to a weights
+            file of the backbone, saved from `build_resnet18()` with the same
+            stem. There are no ImageNet weights. Not with `sync_bn`.
+        trainable: `"full"` (default), `"partial"` (only the last stage,
+            `conv5_*`, and the head train) or `"frozen"` (only the head).
+            When weights are loaded, the batch-norm layers are frozen
+            (inference mode) in every mode.
+        l2_norm: `MetricEmbedding` if `True` (default), else `Dense`.
+        include_top: Whether to add the embedding layer. Defaults to `True`.
+        pooling: `"gem"` (default), `"avg"`, `"max"`, or `None` (only with
+            `include_top=False`: the 4-D feature map comes out).
+        gem_p: The GeM power. Defaults to `3.0`.
+        sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
+        stem: `"auto"` (default), `"cifar"` or `"imagenet"`, see above.
+        name: The model's name. Defaults to `"resnet18sim"`.
+
+    Returns:
+        A Keras Functional model.
+
+    Raises:
+        ValueError: For a bad argument (including weights with `sync_bn`),
+            before anything is built.
+        TypeError: For a `sync_bn` that is not `False`, `True` or a plugin.
+
+    Example:
+
+    >>> model = ResNet18Sim((32, 32, 3), sync_bn=True)
+    >>> model.output_shape
+    (None, 128)
+    """
+    plugin = check_builder_args(
+        "ResNet18Sim",
+        embedding_size=embedding_size,
+        trainable=trainable,
+        l2_norm=l2_norm,
+        include_top=include_top,
+        pooling=pooling,
+        gem_p=gem_p,
+        sync_bn=sync_bn,
+    )
+    backbone = build_resnet18(input_shape, weights=weights, sync_bn=plugin or False, stem=stem)
+    set_trainable(
+        backbone,
+        trainable,
+        starts_last_stage=lambda layer: layer.name.startswith("conv5_"),
+        freeze_batch_norm=weights is not None,
+    )
+    return similarity_model(
+        backbone,
+        input_shape,
+        embedding_size=embedding_size,
+        l2_norm=l2_norm,
+        include_top=include_top,
+        pooling=pooling,
+        gem_p=gem_p,
+        name=name,
+    )
+
+
+def resolve_stem(stem: str, input_shape: Sequence[int | None]) -> str:
+    """Returns the stem `"auto"` stands for, given the image shape.
+
+    Args:
+        stem: `"auto"`, `"cifar"` or `"imagenet"`.
+        input_shape: One image's shape.
+
+    Returns:
+        `"cifar"` or `"imagenet"`.
+
+    Raises:
+        ValueError: For an unknown `stem`.
+    """
+    if stem not in STEMS:
+        raise ValueError(
+            f"ResNet18Sim: stem must be one of {STEMS} ('cifar': 3x3 stride-1 convolution, "
+            f"no max-pool; 'imagenet': 7x7 stride-2 and max-pool). Received: stem={stem!r}"
+        )
+    if stem != "auto":
+        return stem
+    channels_last = keras.config.image_data_format() == "channels_last"
+    spatial = tuple(input_shape)[:2] if channels_last else tuple(input_shape)[1:]
+    small = all(d is not None and d <= _CIFAR_STEM_MAX_SIZE for d in spatial)
+    return "cifar" if small else "imagenet"
+
+
+def build_resnet18(
+    input_shape: Sequence[int | None],
+    weights: str | os.PathLike | None = None,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+    stem: str = "auto",
+    name: str = "resnet18",
+) -> keras.Model:
+    """Builds the ResNet-18 backbone.
+
+    Each batch-norm layer is created by the plugin when `sync_bn` is set (a
+    `SyncBatchNormalization` with the plugin's group size), a
+    `keras.layers.BatchNormalization` otherwise. Layers are named as in
+    `keras.applications` ResNets (`conv1_conv`, `conv2_block1_1_conv`, ...).
+
+    Args:
+        input_shape: One image's shape.
+        weights: `None` (default) or the path to a weights file saved from
+            this function with the same stem. Not with `sync_bn`.
+        sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
+        stem: `"auto"` (default), `"cifar"` or `"imagenet"`; see `ResNet18Sim`.
+        name: The model's name. Defaults to `"resnet18"`.
+
+    Returns:
+        A Functional model from images to the `conv5_block2_out` feature map
+        (512 channels; stride 8 with the CIFAR stem, 32 with the ImageNet one).
+
+    Raises:
+        ValueError: For a bad `input_shape`, `stem` or `weights`, or weights
+            with `sync_bn`, before anything is built.
+        TypeError: For a bad `sync_bn`.
+    """
+    plugin = resolve_sync_bn(sync_bn)
+    shape = tuple(input_shape) if isinstance(input_shape, Sequence) else input_shape
+    check_input_shape("ResNet18Sim", shape, min_size=1)
+    stem = resolve_stem(stem, shape)
+    check_input_shape("ResNet18Sim", shape, min_size=_MIN_SIZE[stem])
+    check_weights("ResNet18Sim", weights, plugin, imagenet=False, pretrained_with_sync=False)
+
+    bn_axis = 3 if keras.config.image_data_format() == "channels_last" else 1
+
+    def batch_norm(layer_name: str) -> keras.layers.Layer:
+        return batch_norm_layer(plugin, axis=bn_axis, epsilon=_BN_EPSILON, name=layer_name)
+
+    def conv(filters: int, size: int, stride: int, layer_name: str, padding: str = "same"):
+        return keras.layers.Conv2D(
+            filters,
+            size,
+            strides=stride,
+            padding=padding,
+            use_bias=False,
+            kernel_initializer="he_normal",
+            name=layer_name,
+        )
+
+    def block(x, filters: int, stride: int, prefix: str):
+        if stride != 1 or x.shape[bn_axis] != filters:
+            shortcut = conv(filters, 1, stride, f"{prefix}_0_conv")(x)
+            shortcut = batch_norm(f"{prefix}_0_bn")(shortcut)
+        else:
+            shortcut = x
+        x = conv(filters, 3, stride, f"{prefix}_1_conv")(x)
+        x = batch_norm(f"{prefix}_1_bn")(x)
+        x = keras.layers.Activation("relu", name=f"{prefix}_1_relu")(x)
+        x = conv(filters, 3, 1, f"{prefix}_2_conv")(x)
+        x = batch_norm(f"{prefix}_2_bn")(x)
+        x = keras.layers.Add(name=f"{prefix}_add")([shortcut, x])
+        return keras.layers.Activation("relu", name=f"{prefix}_out")(x)
+
+    inputs = keras.Input(shape=shape)
+    if stem == "cifar":
+        x = conv(64, 3, 1, "conv1_conv")(inputs)
+    else:
+        x = keras.layers.ZeroPadding2D(padding=((3, 3), (3, 3)), name="conv1_pad")(inputs)
+        x = conv(64, 7, 2, "conv1_conv", padding="valid")(x)
+    x = batch_norm("conv1_bn")(x)
+    x = keras.layers.Activation("relu", name="conv1_relu")(x)
+    if stem == "imagenet":
+        x = keras.layers.ZeroPadding2D(padding=((1, 1), (1, 1)), name="pool1_pad")(x)
+        x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+    for stage, (filters, stride) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2)), start=2):
+        x = block(x, filters, stride, f"conv{stage}_block1")
+        x = block(x, filters, 1, f"conv{stage}_block2")
+    model = keras.Model(inputs, x, name=name)
+    if weights is not None:
+        model.load_weights(os.fspath(weights))
+    return model

@@ -1,0 +1,120 @@
+"""Generalised-mean (GeM) global pooling over the spatial axes of a feature map."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any
+
+import keras
+from keras import ops
+
+# Below this |p| the power mean is numerically the geometric mean (its p -> 0 limit).
+_GEOMETRIC_P = 1e-6
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class GeneralizedMeanPooling2D(keras.layers.Layer):
+    """Global generalised-mean pooling, between average (`p=1`) and max (`p=inf`) pooling.
+
+    For each sample and channel, with `x_i` the `n = H * W` spatial values and
+    `m = min_i x_i`, the output is the power mean of the values shifted to
+    start at 1, shifted back:
+
+        y = (1/n * sum_i (x_i - m + 1) ** p) ** (1/p) + m - 1
+
+    Shifting makes the pooling defined for signed features (EfficientNet's
+    swish, ConvNeXt's unnormalised stages) and keeps the limits exact for
+    every input: `p=1` is global average pooling, `p=inf` global max pooling,
+    `p=-inf` global min pooling and `p -> 0` the geometric mean of the shifted
+    values. Larger `p` weighs the strongest activations more (Radenovic et al.,
+    "Fine-tuning CNN Image Retrieval with No Human Annotation", 2018). This is
+    the formula of the original tensorflow-similarity layer; it differs from
+    the paper's `clamp(x, eps) ** p` variant, which discards negative values.
+
+    The mean is computed in log space (a log-sum-exp), so large `p` cannot
+    overflow, and in float32 when the layer runs in float16 or bfloat16.
+
+    Args:
+        p: The power, a real number or `math.inf` / `-math.inf`. Defaults to
+            `3.0`.
+        data_format: `"channels_last"` (`(batch, H, W, C)`) or
+            `"channels_first"` (`(batch, C, H, W)`). Defaults to
+            `keras.config.image_data_format()`.
+        keepdims: Whether to keep the spatial axes with length 1. Defaults to
+            `False`.
+        **kwargs: Base layer keyword arguments (`name`, `dtype`, ...).
+
+    Raises:
+        ValueError: If `p` is not a real number (or is NaN), or `data_format`
+            is not one of the two formats.
+
+    Example:
+
+    >>> pool = GeneralizedMeanPooling2D(p=3.0)
+    >>> pool(np.ones((2, 7, 7, 512), "float32")).shape
+    (2, 512)
+    """
+
+    def __init__(
+        self,
+        p: float = 3.0,
+        data_format: str | None = None,
+        keepdims: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(p, bool) or not isinstance(p, Real) or math.isnan(p):
+            raise ValueError(
+                "GeneralizedMeanPooling2D needs p to be a real number (1.0 is average "
+                f"pooling, math.inf max pooling). Received: p={p!r}"
+            )
+        data_format = data_format or keras.config.image_data_format()
+        if data_format not in ("channels_last", "channels_first"):
+            raise ValueError(
+                'data_format must be "channels_last" or "channels_first". '
+                f"Received: data_format={data_format!r}"
+            )
+        super().__init__(**kwargs)
+        self.p = float(p)
+        self.data_format = data_format
+        self.keepdims = bool(keepdims)
+        self.input_spec = keras.layers.InputSpec(ndim=4)
+
+    def _spatial_axes(self) -> tuple[int, int]:
+        return (1, 2) if self.data_format == "channels_last" else (2, 3)
+
+    def call(self, inputs):
+        axes = self._spatial_axes()
+        x = inputs
+        if self.compute_dtype in ("float16", "bfloat16"):
+            x = ops.cast(x, "float32")
+        if self.p == math.inf:
+            y = ops.max(x, axis=axes, keepdims=True)
+        elif self.p == -math.inf:
+            y = ops.min(x, axis=axes, keepdims=True)
+        else:
+            low = ops.min(x, axis=axes, keepdims=True)
+            log_shifted = ops.log(x - low + 1.0)
+            if abs(self.p) < _GEOMETRIC_P:
+                log_mean = ops.mean(log_shifted, axis=axes, keepdims=True)
+            else:
+                shape = ops.shape(x)
+                log_n = ops.log(ops.cast(shape[axes[0]] * shape[axes[1]], x.dtype))
+                log_mean = (
+                    ops.logsumexp(self.p * log_shifted, axis=axes, keepdims=True) - log_n
+                ) / self.p
+            y = ops.exp(log_mean) + low - 1.0
+        if not self.keepdims:
+            y = ops.squeeze(y, axis=axes)
+        return ops.cast(y, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        axes = self._spatial_axes()
+        if self.keepdims:
+            return tuple(1 if i in axes else d for i, d in enumerate(input_shape))
+        return tuple(d for i, d in enumerate(input_shape) if i not in axes)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update({"p": self.p, "data_format": self.data_format, "keepdims": self.keepdims})
+        return config

@@ -1,0 +1,47 @@
+"""A dense projection whose outputs lie on the unit sphere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+# As tf.math.l2_normalize: a zero row stays zero instead of becoming NaN.
+_MIN_SQUARED_NORM = 1e-12
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class MetricEmbedding(keras.layers.Dense):
+    """A `Dense` layer whose output is L2-normalised along the last axis.
+
+    Computes `z = dense(x)` then `z / sqrt(max(sum(z ** 2), 1e-12))`, the
+    embedding used with cosine distance: every output has unit length, so dot
+    products are cosine similarities. The weights (`kernel`, `bias`) are those
+    of `keras.layers.Dense`, so weights move between the two with
+    `set_weights`. In float16 / bfloat16 the normalisation runs in float32.
+
+    Args:
+        units: Size of the embedding, a positive integer.
+        **kwargs: Any other `keras.layers.Dense` argument (`use_bias`,
+            `kernel_initializer`, `kernel_regularizer`, `name`, ...). An
+            `activation`, if given, is applied before the normalisation.
+
+    Example:
+
+    >>> layer = MetricEmbedding(128)
+    >>> y = layer(np.random.rand(4, 512).astype("float32"))
+    >>> np.allclose(np.linalg.norm(y, axis=-1), 1.0, atol=1e-5)
+    True
+    """
+
+    def __init__(self, units: int, **kwargs: Any) -> None:
+        super().__init__(units, **kwargs)
+
+    def call(self, inputs, training=None):
+        z = super().call(inputs, training=training)
+        if self.compute_dtype in ("float16", "bfloat16"):
+            z = ops.cast(z, "float32")
+        squared_norm = ops.sum(ops.square(z), axis=-1, keepdims=True)
+        z = z * ops.rsqrt(ops.maximum(squared_norm, _MIN_SQUARED_NORM))
+        return ops.cast(z, self.compute_dtype)
