@@ -161,7 +161,7 @@ class GlobalBatchLoss(keras.losses.Loss):
             view1 = ops.convert_to_tensor(y_true, dtype=self.dtype)
             view2 = ops.convert_to_tensor(y_pred, dtype=self.dtype)
             self._check_views(view1, view2)
-            self._check_shapes_at_run_time(view1, view2)
+            view1, view2 = self._check_shapes_at_run_time(view1, view2)
             loss = self.call(view1, view2)
             if self.reduction in _SCALED_REDUCTIONS:
                 loss = scale_for_replicas(loss)
@@ -198,16 +198,24 @@ class GlobalBatchLoss(keras.losses.Loss):
             "larger batch size."
         )
 
-    def _check_shapes_at_run_time(self, view1: tf.Tensor, view2: tf.Tensor) -> None:
-        """Checks, when the trace left them unknown, that the views' shapes match."""
+    def _check_shapes_at_run_time(
+        self, view1: tf.Tensor, view2: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Checks, when the trace left them unknown, that the views' shapes match.
+
+        Returns the views gated on the check, so that in a graph no computation
+        on mismatched views can run (and fail with a less useful error) first.
+        """
         if view1.shape.is_fully_defined() and view2.shape.is_fully_defined():
-            return
-        tf.debugging.assert_equal(
+            return view1, view2
+        check = tf.debugging.assert_equal(
             tf.shape(view1),
             tf.shape(view2),
             message=f"{type(self).__name__}: the two views must have the same shape "
             "[batch, features].",
         )
+        with tf.control_dependencies([check] if check is not None else []):
+            return tf.identity(view1), tf.identity(view2)
 
     def _check_global_batch(self, global_batch: tf.Tensor) -> None:
         """Checks the gathered batch size, which is only known at run time."""
