@@ -22,6 +22,16 @@ measured on, to `<out>/sync_bn.md` and `<out>/sync_bn.json`
    Target: our overhead (ratio - 1) at most half of Keras'.
 3. Relative error of the batch variance against float64 NumPy when
    |mean| / std is 0, 1e2, 1e3, 1e4, data split over 4 replicas.
+4. Step time and images/second of `ResNet18Sim` (16x16 images, CIFAR stem) and
+   `ResNet50Sim` (32x32) at 1, 2, 4, 8 replicas, 2 images per replica: plain,
+   Keras-synchronised, ours, and ours with `group_size=2`, with ratios to plain.
+5. The same ResNet-18 step in two `MultiWorkerMirroredStrategy` processes on
+   127.0.0.1 (`benchmark/sync_bn_worker.py`, one CPU replica each).
+6. The analytic floor: all-reduces and bytes per replica per step of each
+   synchronised batch norm (traced from the layers, not hard-coded) against the
+   optimizer's gradient all-reduce of the same model, the time they take at the
+   measured all-reduce latency and bandwidth of this host, and the overhead
+   measured in table 4.
 
 The replicas are logical devices carved out of one physical device (8 logical
 CPUs by default; `--device gpu` splits the first GPU into 8 logical GPUs), so
@@ -29,11 +39,19 @@ step times measure the synchronisation cost, not a speed-up. On a CPU host the
 replicas share the cores: timings are noisy, which is why the three variants
 are interleaved within every repetition and medians are reported.
 
+Graph construction dominates the cost of the ResNet tables on a small host: on
+2 cores a synchronised ResNet-50 step at 8 replicas takes minutes to trace and
+optimise (its graph has several times plain batch norm's ops). A full run is
+therefore long (tables 1-3 take ~7 minutes on 2 cores, the ResNet table at
+1, 2, 4, 8 replicas far longer); `--sections` and `--replicas` measure a part,
+and the tables not measured are kept from the existing report in `--out`.
+
 Usage:
 
-    python benchmark/sync_bn.py                 # full run, ~10 minutes on 2 cores
-    python benchmark/sync_bn.py --quick         # smoke run, under a minute
-    python benchmark/sync_bn.py --device gpu    # logical GPUs on one physical GPU
+    python benchmark/sync_bn.py                           # everything
+    python benchmark/sync_bn.py --quick                   # smoke run, a few minutes
+    python benchmark/sync_bn.py --sections resnet,floor --replicas 1,2,4
+    python benchmark/sync_bn.py --device gpu              # logical GPUs on one GPU
 """
 
 from __future__ import annotations
@@ -44,8 +62,11 @@ import datetime
 import json
 import os
 import platform
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -64,12 +85,16 @@ import tensorflow as tf  # noqa: E402
 from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
 NUM_LOGICAL_DEVICES = 8
+SECTIONS = ("collectives", "step_time", "robustness", "resnet", "multiworker", "floor")
 VARIANTS = ("plain", "keras", "ours")
 VARIANT_LABELS = {
     "plain": "plain `BatchNormalization`",
     "keras": "Keras `BatchNormalization(synchronized=True)`",
     "ours": "ours `SyncBatchNormalization`",
 }
+# The ResNet table adds ours with sync groups of two replicas.
+RESNET_VARIANTS = (*VARIANTS, "ours_g2")
+RESNET_VARIANT_LABELS = {**VARIANT_LABELS, "ours_g2": "ours, `group_size=2`"}
 MEAN_TO_STD_RATIOS = (0.0, 1e2, 1e3, 1e4)
 # Relative step-time noise on a shared 2-core host: with one replica, plain and
 # ours run the same code, yet their times differ by up to ~5 %.
@@ -96,8 +121,27 @@ class Setting:
         return 1 + 2 * self.blocks
 
 
+@dataclasses.dataclass(frozen=True)
+class ResNetSetting:
+    """One backbone of the ResNet step-time table."""
+
+    name: str
+    image_size: int
+    batch_per_replica: int
+    replica_counts: tuple[int, ...]
+
+
 LATENCY_BOUND = Setting("latency-bound", image_size=8, channels=8, blocks=5, batch_per_replica=8)
 COMPUTE_BOUND = Setting("compute-bound", image_size=32, channels=32, blocks=2, batch_per_replica=16)
+# Graph construction, not arithmetic, dominates on a small CPU host: a synchronised
+# ResNet-50 at 8 replicas takes minutes to trace and optimise. Hence tiny images (the
+# smallest each backbone accepts with its usual stem) and 2 images per replica.
+RESNET18 = ResNetSetting(
+    "ResNet-18", image_size=16, batch_per_replica=2, replica_counts=(1, 2, 4, 8)
+)
+RESNET50 = ResNetSetting(
+    "ResNet-50", image_size=32, batch_per_replica=2, replica_counts=(1, 2, 4, 8)
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +158,13 @@ class RunConfig:
     probe_replicas: int
     quick: bool
     settings: tuple[Setting, ...] = (LATENCY_BOUND, COMPUTE_BOUND)
+    sections: tuple[str, ...] = SECTIONS
+    resnets: tuple[ResNetSetting, ...] = ()
+    resnet_reps: int = 3
+    multiworker: ResNetSetting | None = None
+    multiworker_reps: int = 3
+    multiworker_variants: tuple[str, ...] = VARIANTS
+    floor_replicas: tuple[int, ...] = (2, 4, 8)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -146,10 +197,64 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=4096,
         help="Memory limit of each logical GPU with --device gpu (default: 4096).",
     )
+    parser.add_argument(
+        "--sections",
+        type=parse_sections,
+        default=SECTIONS,
+        help=(
+            f"Comma-separated tables to measure, among {','.join(SECTIONS)} (default: all). "
+            "`step_time` is the small-model table, `resnet` the ResNet-18/50 one. Tables not "
+            "measured are kept from an existing report in --out for the same --device."
+        ),
+    )
+    parser.add_argument(
+        "--replicas",
+        type=parse_replicas,
+        default=None,
+        help=(
+            "Comma-separated replica counts of the step-time tables, e.g. 1,2,4 "
+            "(default: 1,2,4,8; with --quick, the quick counts)."
+        ),
+    )
     return parser.parse_args(argv)
 
 
+def parse_sections(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown section(s) {unknown or text!r}; choose a comma-separated subset of "
+            f"{','.join(SECTIONS)}, e.g. --sections resnet,multiworker,floor"
+        )
+    return tuple(name for name in SECTIONS if name in names)
+
+
+def parse_replicas(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        counts = ()
+    if not counts or not all(1 <= k <= NUM_LOGICAL_DEVICES for k in counts):
+        raise argparse.ArgumentTypeError(
+            f"--replicas {text!r}: expected comma-separated integers from 1 to "
+            f"{NUM_LOGICAL_DEVICES} (the logical devices), e.g. --replicas 1,2,4"
+        )
+    return counts
+
+
 def run_config(args: argparse.Namespace) -> RunConfig:
+    config = _base_run_config(args)
+    if args.replicas is None:
+        return config
+    return dataclasses.replace(
+        config,
+        replica_counts=args.replicas,
+        resnets=tuple(dataclasses.replace(r, replica_counts=args.replicas) for r in config.resnets),
+    )
+
+
+def _base_run_config(args: argparse.Namespace) -> RunConfig:
     if args.quick:
         return RunConfig(
             device=args.device,
@@ -164,6 +269,15 @@ def run_config(args: argparse.Namespace) -> RunConfig:
                 dataclasses.replace(LATENCY_BOUND, blocks=1),
                 dataclasses.replace(COMPUTE_BOUND, image_size=16, blocks=1),
             ),
+            sections=args.sections,
+            # Synchronised ResNets take minutes to trace; a smoke run covers the code
+            # path with ResNet-18 on 8x8 images, on one replica here, two processes below.
+            resnets=(dataclasses.replace(RESNET18, image_size=8, replica_counts=(1,)),),
+            resnet_reps=2,
+            multiworker=dataclasses.replace(RESNET18, image_size=8, replica_counts=(2,)),
+            multiworker_reps=2,
+            multiworker_variants=("plain", "ours"),
+            floor_replicas=(2,),
         )
     return RunConfig(
         device=args.device,
@@ -173,6 +287,12 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         warmup_steps=2,
         probe_replicas=4,
         quick=False,
+        sections=args.sections,
+        resnets=(RESNET18, RESNET50),
+        resnet_reps=3,
+        multiworker=dataclasses.replace(RESNET18, replica_counts=(2,)),
+        multiworker_reps=5,
+        floor_replicas=(2, 4, 8),
     )
 
 
@@ -303,16 +423,26 @@ class AllReduceCounter:
 
     def __init__(self) -> None:
         self.tensors = 0
+        # Bytes of each tensor passed, `None` where its shape is not static.
+        self.tensor_bytes: list[int | None] = []
         self._lock = threading.Lock()
         self._original = None
+
+    @property
+    def total_bytes(self) -> int | None:
+        if any(size is None for size in self.tensor_bytes):
+            return None
+        return sum(self.tensor_bytes)
 
     def __enter__(self) -> AllReduceCounter:
         original = tf.distribute.ReplicaContext.all_reduce
         counter = self
 
         def counting_all_reduce(ctx, reduce_op, value, options=None):
+            tensors = tf.nest.flatten(value)
             with counter._lock:
-                counter.tensors += len(tf.nest.flatten(value))
+                counter.tensors += len(tensors)
+                counter.tensor_bytes.extend(static_bytes(t) for t in tensors)
             return original(ctx, reduce_op, value, options)
 
         self._original = original
@@ -321,6 +451,13 @@ class AllReduceCounter:
 
     def __exit__(self, *exc_info: object) -> None:
         tf.distribute.ReplicaContext.all_reduce = self._original
+
+
+def static_bytes(tensor: tf.Tensor) -> int | None:
+    """Bytes of a tensor of static shape, else `None`."""
+    if not tensor.shape.is_fully_defined():
+        return None
+    return tensor.shape.num_elements() * tensor.dtype.size
 
 
 def measure_collectives(
@@ -613,6 +750,544 @@ def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------------------
+# 4. ResNet-18 / ResNet-50 step time and throughput.
+# --------------------------------------------------------------------------------------
+
+
+def resnet_variants(replicas: int) -> tuple[str, ...]:
+    """The variants worth timing: groups of two differ from ours only above 2 replicas."""
+    if replicas > 2 and replicas % 2 == 0:
+        return RESNET_VARIANTS
+    return VARIANTS
+
+
+def keras_synchronized(model: keras.Model) -> keras.Model:
+    """A copy of `model` whose batch norm is `BatchNormalization(synchronized=True)`."""
+
+    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
+        config = layer.get_config()
+        if type(layer) is keras.layers.BatchNormalization:
+            return keras.layers.BatchNormalization(**{**config, "synchronized": True})
+        return type(layer).from_config(config)
+
+    copy = keras.models.clone_model(model, clone_function=clone, recursive=True)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def build_resnet_variant(setting: ResNetSetting, variant: str) -> keras.Model:
+    """The setting's backbone with the similarity head and the variant's batch norm."""
+    from tensorflow_similarity.architectures import ResNet18Sim, ResNet50Sim
+    from tensorflow_similarity.distribute import GroupSyncBatchNorm
+
+    builder = {"ResNet-18": ResNet18Sim, "ResNet-50": ResNet50Sim}[setting.name]
+    sync_bn = {"plain": False, "keras": False, "ours": True, "ours_g2": GroupSyncBatchNorm(2)}
+    model = builder((setting.image_size, setting.image_size, 3), sync_bn=sync_bn[variant])
+    return keras_synchronized(model) if variant == "keras" else model
+
+
+def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """Every layer of `model`, nested models' layers included."""
+    layers = []
+    for layer in model.layers:
+        layers.append(layer)
+        if isinstance(layer, keras.Model):
+            layers.extend(all_layers(layer))
+    return layers
+
+
+def model_structure(model: keras.Model) -> dict[str, Any]:
+    """What the analytic floor needs: batch-norm widths and the trainable parameters."""
+    channels = [
+        int(layer.gamma.shape[0])
+        for layer in all_layers(model)
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+    return {
+        "batch_norm_layers": len(channels),
+        "batch_norm_channels": sum(channels),
+        "channels_per_layer": channels,
+        "trainable_variables": len(model.trainable_variables),
+        "trainable_parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
+    }
+
+
+@dataclasses.dataclass
+class TrainStep:
+    """A compiled-on-first-call training step and what tracing it recorded."""
+
+    run: Callable[[], tf.Tensor]
+    trace: Callable[[], Any]
+
+
+def make_embedding_train_step(
+    strategy: tf.distribute.Strategy, setting: ResNetSetting, variant: str, weights: list
+) -> TrainStep:
+    """Forward, backward and SGD update of a ResNet embedding model on constant data.
+
+    The loss is the global-batch mean squared distance of the embeddings to
+    fixed random targets: any loss serves, the step's cost is the backbone's.
+    """
+    replicas = strategy.num_replicas_in_sync
+    global_batch = setting.batch_per_replica * replicas
+    with strategy.scope():
+        model = build_resnet_variant(setting, variant)
+        model.set_weights(weights)
+        optimizer = keras.optimizers.SGD(learning_rate=1e-3)
+        optimizer.build(model.trainable_variables)
+
+    rng = np.random.default_rng(0)
+    size = setting.image_size
+    images = per_replica_constant(
+        strategy,
+        rng.standard_normal((replicas, setting.batch_per_replica, size, size, 3)).astype(
+            np.float32
+        ),
+    )
+    targets = per_replica_constant(
+        strategy,
+        rng.standard_normal((replicas, setting.batch_per_replica, model.output_shape[-1])).astype(
+            np.float32
+        ),
+    )
+
+    @tf.function
+    def train_step(images, targets):
+        def replica_step(images, targets):
+            with tf.GradientTape() as tape:
+                embeddings = model(images, training=True)
+                loss = tf.reduce_sum(tf.square(embeddings - targets)) / global_batch
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        losses = strategy.run(replica_step, args=(images, targets))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    return TrainStep(
+        run=lambda: train_step(images, targets),
+        trace=lambda: train_step.get_concrete_function(images, targets),
+    )
+
+
+def time_train_steps(steps: dict[str, TrainStep], reps: int, warmup: int) -> dict[str, Any]:
+    """Traces each step (counting its all-reduces), then times them interleaved."""
+    trace_s, collectives, payload = {}, {}, {}
+    for name, step in steps.items():
+        start = time.perf_counter()
+        with AllReduceCounter() as counter:
+            step.trace()
+        trace_s[name] = time.perf_counter() - start
+        collectives[name] = counter.tensors
+        payload[name] = counter.total_bytes
+    times, first_step_s = time_interleaved(
+        {name: step.run for name, step in steps.items()}, reps, 1, warmup
+    )
+    return {
+        "times_ms": times,
+        "median_ms": {name: statistics.median(t) for name, t in times.items()},
+        "trace_s": trace_s,
+        "first_step_s": first_step_s,
+        "traced_all_reduces": collectives,
+        "traced_all_reduce_bytes": payload,
+    }
+
+
+def ratios_to_plain(times: dict[str, list[float]]) -> dict[str, float]:
+    return {name: paired_ratio(t, times["plain"]) for name, t in times.items()}
+
+
+def measure_resnets(
+    strategies: dict[int, tf.distribute.MirroredStrategy], config: RunConfig
+) -> list[dict[str, Any]]:
+    rows = []
+    for setting in config.resnets:
+        keras.utils.set_random_seed(0)
+        reference = build_resnet_variant(setting, "plain")
+        weights = reference.get_weights()
+        structure = model_structure(reference)
+        del reference
+        for replicas in setting.replica_counts:
+            strategy = strategies[replicas]
+            log(f"  {setting.name}, {replicas} replica(s): building and tracing...")
+            steps = {
+                variant: make_embedding_train_step(strategy, setting, variant, weights)
+                for variant in resnet_variants(replicas)
+            }
+            measured = time_train_steps(steps, config.resnet_reps, warmup=1)
+            global_batch = setting.batch_per_replica * replicas
+            rows.append(
+                {
+                    "model": setting.name,
+                    **dataclasses.asdict(setting),
+                    "batch_norm_layers": structure["batch_norm_layers"],
+                    "trainable_parameters": structure["trainable_parameters"],
+                    "trainable_variables": structure["trainable_variables"],
+                    "replicas": replicas,
+                    "global_batch": global_batch,
+                    **measured,
+                    "images_per_s": {
+                        name: global_batch / (ms / 1e3)
+                        for name, ms in measured["median_ms"].items()
+                    },
+                    "over_plain": ratios_to_plain(measured["times_ms"]),
+                }
+            )
+            log(
+                f"  {setting.name}, {replicas} replica(s): "
+                + ", ".join(f"{v} {ms:.0f} ms" for v, ms in measured["median_ms"].items())
+            )
+            del steps
+            keras.backend.clear_session()
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# 5. Two worker processes.
+# --------------------------------------------------------------------------------------
+
+WORKER_SCRIPT = Path(__file__).resolve().parent / "sync_bn_worker.py"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def run_worker_group(args: Sequence[str], num_workers: int, timeout: float) -> list[str]:
+    """Runs `sync_bn_worker.py` in `num_workers` processes with a shared `TF_CONFIG`.
+
+    Every worker is killed and reaped on return, whatever happened.
+
+    Returns:
+        Each worker's combined output, in task order.
+
+    Raises:
+        RuntimeError: If a worker fails or the group outlives `timeout` seconds.
+    """
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(num_workers)]}
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = [Path(tmp) / f"worker-{index}.log" for index in range(num_workers)]
+        try:
+            for index, log_path in enumerate(logs):
+                env = {
+                    **os.environ,
+                    "TF_CONFIG": json.dumps(
+                        {"cluster": cluster, "task": {"type": "worker", "index": index}}
+                    ),
+                    "TF_CPP_MIN_LOG_LEVEL": "2",
+                    # One CPU replica per worker, even on a GPU host.
+                    "CUDA_VISIBLE_DEVICES": "",
+                }
+                with open(log_path, "wb") as out:
+                    procs.append(
+                        subprocess.Popen(
+                            [sys.executable, str(WORKER_SCRIPT), *args],
+                            env=env,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                        )
+                    )
+            deadline = time.monotonic() + timeout
+            while any(p.poll() is None for p in procs):
+                if any(p.poll() not in (None, 0) for p in procs):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"workers timed out after {timeout:.0f} s:\n{tail_logs(logs)}"
+                    )
+                time.sleep(0.2)
+            if any(p.returncode != 0 for p in procs):
+                raise RuntimeError(
+                    f"a worker failed (exit codes {[p.poll() for p in procs]}):\n" + tail_logs(logs)
+                )
+            return [log_path.read_text(errors="replace") for log_path in logs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for p in procs:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+
+
+def tail_logs(logs: Sequence[Path]) -> str:
+    parts = []
+    for index, log_path in enumerate(logs):
+        text = log_path.read_text(errors="replace") if log_path.exists() else "<no log>"
+        parts.append(f"--- worker {index} ---\n{text[-3000:]}")
+    return "\n".join(parts)
+
+
+def measure_multiworker(config: RunConfig, timeout: float) -> dict[str, Any]:
+    """The ResNet step with one CPU replica in each of two processes on this host."""
+    setting = config.multiworker
+    with tempfile.TemporaryDirectory() as tmp:
+        result_path = Path(tmp) / "result.json"
+        args = [
+            "--model",
+            setting.name,
+            "--image-size",
+            str(setting.image_size),
+            "--batch-per-replica",
+            str(setting.batch_per_replica),
+            "--variants",
+            ",".join(config.multiworker_variants),
+            "--reps",
+            str(config.multiworker_reps),
+            "--out",
+            str(result_path),
+        ]
+        start = time.perf_counter()
+        run_worker_group(args, num_workers=2, timeout=timeout)
+        measured = json.loads(result_path.read_text())
+    global_batch = 2 * setting.batch_per_replica
+    return {
+        "model": setting.name,
+        **dataclasses.asdict(setting),
+        "workers": 2,
+        "replicas": 2,
+        "global_batch": global_batch,
+        **measured,
+        "images_per_s": {
+            name: global_batch / (ms / 1e3) for name, ms in measured["median_ms"].items()
+        },
+        "over_plain": ratios_to_plain(measured["times_ms"]),
+        "wall_s": time.perf_counter() - start,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# 6. Analytic floor: collectives and bytes per step.
+# --------------------------------------------------------------------------------------
+
+
+def batch_norm_payload(strategy: tf.distribute.MirroredStrategy, variant: str) -> dict[str, Any]:
+    """All-reduces and bytes one batch-norm layer adds per replica per training step.
+
+    Traced, not hard-coded: a Dense -> batch norm model is traced with 3 and
+    with 5 channels (forward + `tape.gradient`), the all-reduced tensor sizes
+    recorded, and the bytes fitted as `per_channel * C + fixed`.
+    """
+    counts, sizes = {}, {}
+    for channels in (3, 5):
+        with strategy.scope():
+            model = keras.Sequential(
+                [
+                    keras.Input((channels,)),
+                    keras.layers.Dense(channels),
+                    SyncBatchNormalization(group_size=2)
+                    if variant == "ours_g2"
+                    else make_batch_norm(variant),
+                ]
+            )
+
+        @tf.function
+        def step(x, model=model):
+            def replica_fn(x):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.square(model(x, training=True)))
+                return tape.gradient(loss, model.trainable_variables)
+
+            return strategy.run(replica_fn, args=(x,))
+
+        with AllReduceCounter() as counter:
+            step.get_concrete_function(tf.ones((4, channels)))
+        replicas = strategy.num_replicas_in_sync
+        counts[channels] = counter.tensors // replicas
+        sizes[channels] = counter.total_bytes // replicas
+    per_channel = (sizes[5] - sizes[3]) / 2
+    return {
+        "all_reduces": counts[3],
+        "bytes_per_channel": per_channel,
+        "fixed_bytes": sizes[3] - 3 * per_channel,
+        "counts_agree": counts[3] == counts[5],
+    }
+
+
+def gradient_payload_rule(strategy: tf.distribute.MirroredStrategy) -> dict[str, Any]:
+    """How the Keras optimizer all-reduces gradients, from a traced `apply_gradients` step.
+
+    Keras passes the whole gradient list to one `ReplicaContext.all_reduce`,
+    which the strategy packs: the graph holds fewer collectives than tensors.
+    """
+    with strategy.scope():
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(2, use_bias=False)]
+        )
+        optimizer = keras.optimizers.SGD(learning_rate=1e-3)
+        optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(x):
+        def replica_fn(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+
+        strategy.run(replica_fn, args=(x,))
+
+    with AllReduceCounter() as counter:
+        graph = step.get_concrete_function(tf.ones((4, 3))).graph
+    replicas = strategy.num_replicas_in_sync
+    parameters = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    graph_collectives, _ = count_graph_ops(graph)
+    return {
+        "tensors_per_variable": counter.tensors / replicas / len(model.trainable_variables),
+        "bytes_per_parameter": counter.total_bytes / replicas / parameters,
+        "collectives_per_step": graph_collectives / replicas,
+    }
+
+
+def measure_collective_cost(
+    strategy: tf.distribute.MirroredStrategy, chain: int = 16, large_floats: int = 1 << 20
+) -> dict[str, float]:
+    """Latency of one small all-reduce and time per byte of a large one, per replica.
+
+    Each replica runs a chain of dependent all-reduces, so the calls cannot
+    overlap, as the batch-norm layers of a network cannot.
+    """
+
+    def make_chain(size: int, length: int) -> Callable[[], tf.Tensor]:
+        replicas = strategy.num_replicas_in_sync
+        values = per_replica_constant(strategy, np.ones((replicas, size), np.float32))
+
+        @tf.function
+        def run(values):
+            def replica_fn(x):
+                ctx = tf.distribute.get_replica_context()
+                for _ in range(length):
+                    x = ctx.all_reduce(tf.distribute.ReduceOp.SUM, x) / replicas
+                return x[0]
+
+            out = strategy.run(replica_fn, args=(values,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+
+        return lambda: run(values)
+
+    def seconds_per_call(fn: Callable[[], tf.Tensor], length: int, reps: int = 7) -> float:
+        fn().numpy()
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn().numpy()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) / length
+
+    small_s = seconds_per_call(make_chain(1, chain), chain)
+    large_length = 4
+    large_s = seconds_per_call(make_chain(large_floats, large_length), large_length)
+    large_bytes = 4 * large_floats
+    return {
+        "latency_us": small_s * 1e6,
+        "bytes_per_s": large_bytes / max(large_s - small_s, 1e-9),
+    }
+
+
+def measure_floor(
+    strategies: dict[int, tf.distribute.MirroredStrategy],
+    config: RunConfig,
+    resnet_rows: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """Collectives and bytes per step, sync batch norm vs gradient all-reduce, per model."""
+    models = config.resnets
+    structures = {}
+    for setting in models:
+        structures[setting.name] = model_structure(build_resnet_variant(setting, "plain"))
+        keras.backend.clear_session()
+    per_replica_count = []
+    for replicas in config.floor_replicas:
+        strategy = strategies[replicas]
+        log(f"  floor, {replicas} replicas: per-layer payload and collective cost...")
+        layer = {
+            variant: batch_norm_payload(strategy, variant)
+            for variant in resnet_variants(replicas)
+            if variant != "plain"
+        }
+        per_replica_count.append(
+            {
+                "replicas": replicas,
+                "per_layer": layer,
+                "gradient_rule": gradient_payload_rule(strategy),
+                "collective_cost": measure_collective_cost(strategy),
+            }
+        )
+        keras.backend.clear_session()
+
+    measured = {(r["model"], r["replicas"]): r for r in resnet_rows}
+    rows = []
+    for setting in models:
+        structure = structures[setting.name]
+        for probe in per_replica_count:
+            replicas = probe["replicas"]
+            cost = probe["collective_cost"]
+
+            def floor_ms(all_reduces: float, payload: float, cost=cost) -> float:
+                return (all_reduces * cost["latency_us"] * 1e-3) + payload / cost[
+                    "bytes_per_s"
+                ] * 1e3
+
+            gradient = {
+                "tensors": structure["trainable_variables"],
+                "all_reduces": probe["gradient_rule"]["collectives_per_step"],
+                "bytes": 4 * structure["trainable_parameters"],
+            }
+            gradient["floor_ms"] = floor_ms(gradient["all_reduces"], gradient["bytes"])
+            resnet_row = measured.get((setting.name, replicas))
+            variants = {}
+            for variant, per_layer in probe["per_layer"].items():
+                all_reduces = per_layer["all_reduces"] * structure["batch_norm_layers"]
+                payload = (
+                    per_layer["bytes_per_channel"] * structure["batch_norm_channels"]
+                    + per_layer["fixed_bytes"] * structure["batch_norm_layers"]
+                )
+                entry = {
+                    "all_reduces": all_reduces,
+                    "bytes": payload,
+                    "floor_ms": floor_ms(all_reduces, payload),
+                    "measured_overhead_ms": None,
+                    "traced_total_agrees": None,
+                }
+                if resnet_row is not None and variant in resnet_row["median_ms"]:
+                    entry["measured_overhead_ms"] = (
+                        resnet_row["median_ms"][variant] - resnet_row["median_ms"]["plain"]
+                    )
+                    traced = resnet_row["traced_all_reduces"][variant] / replicas
+                    entry["traced_total_agrees"] = traced == all_reduces + gradient["tensors"]
+                variants[variant] = entry
+            rows.append(
+                {
+                    "model": setting.name,
+                    "replicas": replicas,
+                    "batch_norm_layers": structure["batch_norm_layers"],
+                    "batch_norm_channels": structure["batch_norm_channels"],
+                    "trainable_parameters": structure["trainable_parameters"],
+                    "gradient": gradient,
+                    "batch_norm": variants,
+                    "plain_step_ms": None
+                    if resnet_row is None
+                    else resnet_row["median_ms"]["plain"],
+                }
+            )
+    return {"probes": per_replica_count, "rows": rows}
+
+
+# --------------------------------------------------------------------------------------
 # Report.
 # --------------------------------------------------------------------------------------
 
@@ -633,6 +1308,12 @@ def metadata(config: RunConfig, description: str, argv: Sequence[str]) -> dict[s
         "reps": config.reps,
         "steps_per_rep": config.steps_per_rep,
         "settings": [dataclasses.asdict(s) for s in config.settings],
+        "resnet_settings": [dataclasses.asdict(s) for s in config.resnets],
+        "resnet_reps": config.resnet_reps,
+        "multiworker_setting": (
+            None if config.multiworker is None else dataclasses.asdict(config.multiworker)
+        ),
+        "floor_replicas": list(config.floor_replicas),
     }
 
 
@@ -773,6 +1454,179 @@ def robustness_section(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def resnet_section(rows: list[dict[str, Any]], device_label: str) -> str:
+    parts = [f"## ResNet step time and throughput ({device_label})\n"]
+    parts.append(
+        "Median ms per training step (forward, backward, SGD update of every weight) and "
+        "images per second of the similarity model (backbone, GeM pooling, 128-d embedding), "
+        "all variants with identical weights, interleaved within every repetition. Tiny "
+        "images and 2 images per replica: on a small host, graph construction, not arithmetic, "
+        "limits what can be measured, and the step of a synchronised ResNet-50 at 8 replicas "
+        "takes minutes to build. Ratios to plain are medians of per-repetition ratios. "
+        "`group_size=2` is timed only with more than 2 replicas (with 2 it is ours). Build s: "
+        "tracing + the first step (graph optimisation), per variant.\n"
+    )
+    for model in dict.fromkeys(r["model"] for r in rows):
+        model_rows = [r for r in rows if r["model"] == model]
+        first = model_rows[0]
+        parts.append(
+            f"### {model}: {first['image_size']}x{first['image_size']} images, "
+            f"{first['batch_per_replica']} per replica, {first['batch_norm_layers']} batch-norm "
+            f"layers, {first['trainable_parameters'] / 1e6:.1f} M trainable parameters, "
+            f"{len(first['times_ms']['plain'])} timed steps per variant\n"
+        )
+        table_rows = []
+        for r in model_rows:
+            cells = [r["replicas"], r["global_batch"]]
+            for variant in RESNET_VARIANTS:
+                if variant in r["median_ms"]:
+                    cells.append(
+                        f"{r['median_ms'][variant]:.0f} ms, "
+                        f"{r['images_per_s'][variant]:.1f} img/s"
+                        + ("" if variant == "plain" else f", x{r['over_plain'][variant]:.2f}")
+                    )
+                else:
+                    cells.append("n/a")
+            cells.append(
+                " / ".join(fmt(r["trace_s"][v] + r["first_step_s"][v], 0) for v in r["median_ms"])
+            )
+            table_rows.append(cells)
+        parts.append(
+            markdown_table(
+                [
+                    "replicas",
+                    "global batch",
+                    *(RESNET_VARIANT_LABELS[v] for v in RESNET_VARIANTS),
+                    "build s (" + " / ".join(RESNET_VARIANTS) + ")",
+                ],
+                table_rows,
+            )
+            + "\n"
+        )
+    return "\n".join(parts)
+
+
+def multiworker_section(row: dict[str, Any]) -> str:
+    table = markdown_table(
+        ["variant", "median ms", "images / s", "ratio to plain", "build s"],
+        [
+            [
+                VARIANT_LABELS[v],
+                fmt(row["median_ms"][v], 0),
+                fmt(row["images_per_s"][v], 1),
+                fmt(row["over_plain"][v], 3),
+                fmt(row["trace_s"][v] + row["first_step_s"][v], 0),
+            ]
+            for v in row["median_ms"]
+        ],
+    )
+    return (
+        "## Two worker processes (MultiWorkerMirroredStrategy)\n\n"
+        f"The {row['model']} step of the table above ({row['image_size']}x{row['image_size']} "
+        f"images, {row['batch_per_replica']} per replica) in 2 processes on 127.0.0.1, one CPU "
+        "replica each, collectives over gRPC; times from worker 0, "
+        f"{len(row['times_ms']['plain'])} interleaved steps per variant.\n\n{table}\n"
+    )
+
+
+def floor_section(floor: dict[str, Any]) -> str:
+    parts = ["## Analytic floor: all-reduces and bytes per training step\n"]
+    probe_rows = []
+    for probe in floor["probes"]:
+        layer = probe["per_layer"]
+        rule = probe["gradient_rule"]
+        probe_rows.append(
+            [
+                probe["replicas"],
+                *(
+                    f"{layer[v]['all_reduces']}, {layer[v]['bytes_per_channel']:g} B x C"
+                    + (f" + {layer[v]['fixed_bytes']:g} B" if layer[v]["fixed_bytes"] else "")
+                    if v in layer
+                    else "n/a"
+                    for v in RESNET_VARIANTS[1:]
+                ),
+                f"{rule['collectives_per_step']:g} packed all-reduce(s), "
+                f"{rule['bytes_per_parameter']:g} B / parameter",
+                f"{probe['collective_cost']['latency_us']:.0f} us",
+                f"{probe['collective_cost']['bytes_per_s'] / 1e9:.2f} GB/s",
+            ]
+        )
+    parts.append(
+        "Per replica and step. Per batch-norm layer of C channels, the all-reduces and bytes "
+        "each replica contributes, traced from the layer (forward + backward, fitted on C = 3 "
+        "and 5); the optimizer's gradient all-reduce, traced from a Keras `apply_gradients` "
+        "step (one call with every gradient, which the strategy packs into one collective "
+        "per pack, counted in the graph); and the cost of one all-reduce on this host: "
+        "latency of a 4-byte one, and bandwidth of a 4 MiB one, each in a chain of dependent "
+        "calls.\n"
+    )
+    parts.append(
+        markdown_table(
+            [
+                "replicas",
+                *(f"{RESNET_VARIANT_LABELS[v]} / layer" for v in RESNET_VARIANTS[1:]),
+                "gradients (Keras optimizer)",
+                "all-reduce latency",
+                "all-reduce bandwidth",
+            ],
+            probe_rows,
+        )
+        + "\n"
+    )
+    parts.append(
+        "Whole model: the sums over its batch-norm layers and its trainable variables. Floor = "
+        "all-reduces x latency + bytes / bandwidth, the time the collectives take if nothing "
+        "else ran (batch-norm all-reduces are sequential along the network). Measured: the "
+        "variant's step time minus plain's in the ResNet table (`-` when that row was not "
+        "measured). A measured overhead far above the floor is compute, not communication. "
+        "= traced step: the all-reduced tensors counted while tracing the ResNet step equal "
+        "the batch-norm ones plus one per gradient.\n"
+    )
+    table_rows = []
+    for row in floor["rows"]:
+        grad = row["gradient"]
+        for variant, entry in row["batch_norm"].items():
+            measured = entry["measured_overhead_ms"]
+            agree = entry["traced_total_agrees"]
+            table_rows.append(
+                [
+                    row["model"],
+                    row["replicas"],
+                    RESNET_VARIANT_LABELS[variant],
+                    f"{entry['all_reduces']:g}",
+                    f"{entry['bytes'] / 1e3:.1f}",
+                    fmt(entry["floor_ms"], 2),
+                    "-" if measured is None else fmt(measured, 1),
+                    f"{grad['all_reduces']:g}",
+                    f"{grad['bytes'] / 1e6:.1f}",
+                    fmt(grad["floor_ms"], 1),
+                    f"{entry['bytes'] / grad['bytes']:.2e}",
+                    "-" if agree is None else ("yes" if agree else "NO"),
+                ]
+            )
+    parts.append(
+        markdown_table(
+            [
+                "model",
+                "replicas",
+                "batch norm",
+                "BN all-reduces",
+                "BN kB",
+                "BN floor ms",
+                "measured overhead ms",
+                "gradient all-reduces",
+                "gradient MB",
+                "gradient floor ms",
+                "BN bytes / gradient bytes",
+                "= traced step",
+            ],
+            table_rows,
+        )
+        + "\n"
+    )
+    return "\n".join(parts)
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     meta = report["meta"]
     header = (
@@ -785,14 +1639,62 @@ def render_markdown(report: dict[str, Any]) -> str:
         "per variant, medians. Replicas are logical devices sharing one physical device, so "
         "the times measure synchronisation cost, not speed-up.\n"
     )
-    return "\n".join(
-        [
-            header,
-            collectives_section(report["collectives"]),
-            step_time_section(report["step_time"]),
-            robustness_section(report["robustness"]),
-        ]
-    )
+    kept = meta.get("kept_sections") or {}
+    if kept:
+        header += "".join(
+            f"- `{name}` kept from an earlier run: {info['date_utc']}, `{info['command']}`\n"
+            for name, info in kept.items()
+        )
+    device_label = "logical GPUs on one physical GPU" if meta["device"] == "gpu" else "logical CPUs"
+    parts = [header]
+    if report.get("collectives"):
+        parts.append(collectives_section(report["collectives"]))
+    if report.get("step_time"):
+        parts.append(step_time_section(report["step_time"]))
+    if report.get("robustness"):
+        parts.append(robustness_section(report["robustness"]))
+    if report.get("resnet_step_time"):
+        parts.append(resnet_section(report["resnet_step_time"], device_label))
+    if report.get("multiworker"):
+        parts.append(multiworker_section(report["multiworker"]))
+    if report.get("floor"):
+        parts.append(floor_section(report["floor"]))
+    return "\n".join(parts)
+
+
+# The JSON key of each section (the first three predate the others and stay as they are).
+SECTION_KEYS = {
+    "collectives": "collectives",
+    "step_time": "step_time",
+    "robustness": "robustness",
+    "resnet": "resnet_step_time",
+    "multiworker": "multiworker",
+    "floor": "floor",
+}
+MULTIWORKER_TIMEOUT_S = 900.0
+
+
+def kept_from_earlier(path: Path, device: str, measured: Sequence[str]) -> dict[str, Any]:
+    """The sections of an existing report, for the same device, that this run does not measure."""
+    if not path.exists():
+        return {}
+    try:
+        earlier = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {}
+    meta = earlier.get("meta", {})
+    if meta.get("device") != device:
+        return {}
+    kept = {}
+    for name, key in SECTION_KEYS.items():
+        if name in measured or not earlier.get(key):
+            continue
+        origin = (meta.get("kept_sections") or {}).get(name) or {
+            "date_utc": meta.get("date_utc"),
+            "command": meta.get("command"),
+        }
+        kept[name] = {"data": earlier[key], "origin": origin}
+    return kept
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -800,24 +1702,54 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv[1:])
     config = run_config(args)
     devices, description = configure_devices(args.device, args.gpu_memory_mb)
-    strategies = make_strategies(devices, [*config.replica_counts, config.probe_replicas])
+    sections = config.sections
+    counts = [config.probe_replicas]
+    if "step_time" in sections:
+        counts += config.replica_counts
+    if "resnet" in sections:
+        counts += [k for r in config.resnets for k in r.replica_counts]
+    if "floor" in sections:
+        counts += config.floor_replicas
+    strategies = make_strategies(devices, counts)
+    stem = "sync_bn" if args.device == "cpu" else "sync_bn_gpu"
+    out_json = args.out / f"{stem}.json"
     started = time.perf_counter()
+    report: dict[str, Any] = {}
 
-    log(f"Collectives ({config.probe_replicas} replicas)...")
-    collectives_rows = measure_collectives(strategies[config.probe_replicas])
-    log("Step times...")
-    step_rows = measure_step_times(strategies, config)
-    log(f"Variance robustness ({config.probe_replicas} replicas)...")
-    robustness_rows = measure_variance_errors(strategies[config.probe_replicas])
+    if "collectives" in sections:
+        log(f"Collectives ({config.probe_replicas} replicas)...")
+        report["collectives"] = measure_collectives(strategies[config.probe_replicas])
+    if "step_time" in sections:
+        log("Step times...")
+        report["step_time"] = measure_step_times(strategies, config)
+    if "robustness" in sections:
+        log(f"Variance robustness ({config.probe_replicas} replicas)...")
+        report["robustness"] = measure_variance_errors(strategies[config.probe_replicas])
+    if "resnet" in sections:
+        log("ResNet step times...")
+        report["resnet_step_time"] = measure_resnets(strategies, config)
+    if "multiworker" in sections:
+        log("Two worker processes...")
+        report["multiworker"] = measure_multiworker(config, timeout=MULTIWORKER_TIMEOUT_S)
+    if "floor" in sections:
+        log("Analytic floor...")
+        resnet_rows = report.get("resnet_step_time")
+        if resnet_rows is None:
+            earlier = kept_from_earlier(out_json, args.device, sections).get("resnet")
+            resnet_rows = earlier["data"] if earlier else []
+        report["floor"] = measure_floor(strategies, config, resnet_rows)
 
+    kept = kept_from_earlier(out_json, args.device, sections)
+    for name, entry in kept.items():
+        report[SECTION_KEYS[name]] = entry["data"]
     report = {
         "meta": {
             **metadata(config, description, argv),
+            "sections": list(sections),
+            "kept_sections": {name: entry["origin"] for name, entry in kept.items()},
             "elapsed_s": round(time.perf_counter() - started, 1),
         },
-        "collectives": collectives_rows,
-        "step_time": step_rows,
-        "robustness": robustness_rows,
+        **{key: report[key] for key in SECTION_KEYS.values() if key in report},
     }
     log("Done.")
     markdown = render_markdown(report)
@@ -825,7 +1757,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(markdown)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "sync_bn" if args.device == "cpu" else "sync_bn_gpu"
     (args.out / f"{stem}.md").write_text(markdown)
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"Wrote {args.out / f'{stem}.md'} and {args.out / f'{stem}.json'}")

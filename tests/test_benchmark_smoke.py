@@ -8,6 +8,8 @@ variance errors are deterministic and are.
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import math
 import os
@@ -26,6 +28,10 @@ LABELS = (
     "ours `SyncBatchNormalization`",
 )
 RATIOS = (0.0, 1e2, 1e3, 1e4)
+RESNET_VARIANTS = (*VARIANTS, "ours_g2")
+# ResNet-18 (He et al., 2015): a stem batch norm, two per basic block (8 blocks) and one
+# per projection shortcut (stages 3, 4, 5).
+RESNET18_BATCH_NORM_LAYERS = 1 + 2 * 8 + 3
 
 
 def _run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -131,3 +137,144 @@ def test_gpu_request_without_gpu_fails_clearly(tmp_path):
     assert result.returncode != 0
     assert "--device gpu" in result.stderr and "--device cpu" in result.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_resnet_table_has_every_replica_count_and_variant(quick_run):
+    report, markdown, _ = quick_run
+    meta = report["meta"]
+    expected = {(r["name"], k) for r in meta["resnet_settings"] for k in r["replica_counts"]}
+    rows = report["resnet_step_time"]
+    assert {(row["model"], row["replicas"]) for row in rows} == expected
+    for row in rows:
+        k = row["replicas"]
+        timed = RESNET_VARIANTS if k > 2 and k % 2 == 0 else VARIANTS
+        assert tuple(row["median_ms"]) == timed
+        assert row["global_batch"] == k * row["batch_per_replica"]
+        for variant in timed:
+            assert len(row["times_ms"][variant]) == meta["resnet_reps"]
+            ms = row["median_ms"][variant]
+            assert math.isfinite(ms) and ms > 0
+            assert row["images_per_s"][variant] == pytest.approx(row["global_batch"] * 1e3 / ms)
+        assert row["over_plain"]["plain"] == pytest.approx(1.0)
+        if row["model"] == "ResNet-18":
+            assert row["batch_norm_layers"] == RESNET18_BATCH_NORM_LAYERS
+        traced = row["traced_all_reduces"]
+        # The optimizer all-reduces each gradient, even with one replica.
+        assert traced["plain"] == k * row["trainable_variables"]
+        # Keras' synchronised layer all-reduces even with one replica; ours only with more.
+        assert traced["keras"] == traced["plain"] + k * 5 * row["batch_norm_layers"]
+        if k == 1:
+            assert traced["ours"] == traced["plain"]
+        else:
+            assert traced["ours"] == traced["plain"] + k * 2 * row["batch_norm_layers"]
+
+    assert "## ResNet step time and throughput (logical CPUs)" in markdown
+    table = _table_rows(markdown, "ResNet step time")
+    body = [row for row in table if row[0] != "replicas"]
+    assert len(body) == len(expected)
+    assert all(len(row) == 2 + len(RESNET_VARIANTS) + 1 for row in body)
+
+
+def test_multiworker_table_times_two_processes(quick_run):
+    report, markdown, _ = quick_run
+    row = report["multiworker"]
+    assert row["workers"] == 2 and row["replicas"] == 2
+    assert set(row["median_ms"]) >= {"plain", "ours"}
+    for variant, ms in row["median_ms"].items():
+        assert math.isfinite(ms) and ms > 0
+        assert math.isfinite(row["over_plain"][variant])
+        # Both workers' collectives are traced in worker 0: one per replica and tensor.
+        assert row["traced_all_reduces"][variant] > 0
+    # Sync batch norm adds all-reduces to the gradient ones.
+    assert row["traced_all_reduces"]["ours"] > row["traced_all_reduces"]["plain"]
+    table = _table_rows(markdown, "Two worker processes")
+    assert [r[0] for r in table[1:]] == [LABELS[VARIANTS.index(v)] for v in row["median_ms"]]
+
+
+def test_floor_counts_match_the_layers_algorithms(quick_run):
+    report, markdown, _ = quick_run
+    floor = report["floor"]
+    assert [p["replicas"] for p in floor["probes"]] == report["meta"]["floor_replicas"]
+    for probe in floor["probes"]:
+        k = probe["replicas"]
+        layer = probe["per_layer"]
+        # Keras: sum, sum of squares and count all-reduced forward (C floats each), the
+        # gradients of sum and sum of squares backward: 5 all-reduces, 5C float32.
+        assert layer["keras"]["all_reduces"] == 5
+        assert layer["keras"]["bytes_per_channel"] == 5 * 4
+        assert layer["keras"]["fixed_bytes"] == 0
+        # Ours: one gather of every replica's packed per-channel row (R floats per channel)
+        # forward, one sum of (d_mean, d_variance) backward.
+        assert layer["ours"]["all_reduces"] == 2
+        row_floats = (layer["ours"]["bytes_per_channel"] / 4 - 2) / k
+        assert row_floats in (3, 4), layer["ours"]
+        # Keras hands every gradient to one all-reduce call, which the strategy packs.
+        assert probe["gradient_rule"]["tensors_per_variable"] == 1
+        assert probe["gradient_rule"]["bytes_per_parameter"] == 4
+        assert 1 <= probe["gradient_rule"]["collectives_per_step"] <= 2
+        assert probe["collective_cost"]["latency_us"] > 0
+        assert probe["collective_cost"]["bytes_per_s"] > 0
+
+    probes = {p["replicas"]: p for p in floor["probes"]}
+    for row in floor["rows"]:
+        assert row["gradient"]["bytes"] == 4 * row["trainable_parameters"]
+        assert (
+            row["gradient"]["all_reduces"]
+            == (probes[row["replicas"]]["gradient_rule"]["collectives_per_step"])
+        )
+        for variant, entry in row["batch_norm"].items():
+            per_layer = probes[row["replicas"]]["per_layer"][variant]
+            assert entry["all_reduces"] == per_layer["all_reduces"] * row["batch_norm_layers"]
+            assert entry["bytes"] == per_layer["bytes_per_channel"] * row["batch_norm_channels"]
+            assert entry["traced_total_agrees"] in (None, True), (row["model"], variant)
+    table = _table_rows(markdown, "Analytic floor")
+    assert any(r[0] == "ResNet-18" for r in table)
+
+
+def test_sections_flag_keeps_earlier_tables(quick_run, tmp_path):
+    report, _, _ = quick_run
+    (tmp_path / "sync_bn.json").write_text(json.dumps(report))
+    result = _run_script("--quick", "--sections", "robustness", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    again = json.loads((tmp_path / "sync_bn.json").read_text())
+    markdown = (tmp_path / "sync_bn.md").read_text()
+    assert again["meta"]["sections"] == ["robustness"]
+    assert set(again["meta"]["kept_sections"]) == {
+        "collectives",
+        "step_time",
+        "resnet",
+        "multiworker",
+        "floor",
+    }
+    assert again["collectives"] == report["collectives"]
+    assert again["resnet_step_time"] == report["resnet_step_time"]
+    assert [r["mean_over_std"] for r in again["robustness"]] == list(RATIOS)
+    assert "kept from an earlier run" in markdown and "## Analytic floor" in markdown
+
+
+@pytest.mark.parametrize("text", ["resnet,bogus", ""])
+def test_unknown_section_fails_clearly(text):
+    sync_bn = _import_script()
+    with pytest.raises(argparse.ArgumentTypeError, match="resnet,multiworker,floor"):
+        sync_bn.parse_sections(text)
+    assert sync_bn.parse_sections("floor,resnet") == ("resnet", "floor")
+
+
+@pytest.mark.parametrize("text", ["0,2", "16", "two"])
+def test_bad_replica_counts_fail_clearly(text):
+    sync_bn = _import_script()
+    with pytest.raises(argparse.ArgumentTypeError, match="from 1 to 8"):
+        sync_bn.parse_replicas(text)
+    assert sync_bn.parse_replicas("4,1,2,2") == (1, 2, 4)
+
+
+def _import_script():
+    """The benchmark module, imported without running it (it configures no device)."""
+    name = "sync_bn_benchmark"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        # Dataclasses look their module up in sys.modules while the class is created.
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
