@@ -1,0 +1,294 @@
+"""The `tfsim` command, driven as a subprocess, and the data loading behind it.
+
+The command configures its own logical CPU devices, which must happen before
+TensorFlow starts, so it always runs in a fresh process here (this process
+already has the 8 devices of conftest).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.data import load_data
+
+# Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
+QUICK = ["--limit", "240", "--batch-size", "32", "--projector-dim", "32", "--epochs", "2"]
+
+
+def tfsim(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run(
+        [sys.executable, "-m", "tensorflow_similarity", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def history(output: Path) -> dict:
+    return json.loads((output / "history.json").read_text())
+
+
+def write_png(path: Path, seed: int = 0) -> None:
+    pixels = np.random.default_rng(seed).integers(0, 256, size=(12, 10, 3), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(tf.io.encode_png(pixels).numpy())
+
+
+def test_console_script_is_declared():
+    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    assert scripts.get("tfsim") == "tensorflow_similarity.cli:main"
+
+
+def test_help_documents_every_option_with_its_default(tmp_path):
+    result = tfsim("train", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for option in [
+        "--algorithm",
+        "--backbone",
+        "--sync-bn",
+        "--no-sync-bn",
+        "--sync-group-size",
+        "--replicas",
+        "--strategy",
+        "--data",
+        "--image-size",
+        "--epochs",
+        "--batch-size",
+        "--learning-rate",
+        "--seed",
+        "--output",
+        "--resume",
+        "--limit",
+    ]:
+        assert option in text
+    for default in ["(default: simsiam)", "(default: resnet18)", "(default: digits)"]:
+        assert default in text
+    assert "--interrupt-after-epoch" not in text
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp_path / "empty" / "cats").mkdir(parents=True)
+    write_png(tmp_path / "broken" / "cats" / "good.png")
+    (tmp_path / "broken" / "dogs").mkdir(parents=True)
+    (tmp_path / "broken" / "dogs" / "bad.png").write_bytes(b"not an image at all")
+    (tmp_path / "a_file").write_text("x")
+    return {
+        "algorithm": (["--algorithm", "byol"], "invalid choice: 'byol'"),
+        "backbone": (["--backbone", "vgg"], "invalid choice: 'vgg'"),
+        "missing folder": (["--data", str(tmp_path / "nowhere")], "does not exist"),
+        "empty folder": (["--data", str(tmp_path / "empty")], "holds no images"),
+        "unreadable image": (["--data", str(tmp_path / "broken")], "bad.png"),
+        "batch below replicas": (
+            ["--batch-size", "1", "--replicas", "2"],
+            "--batch-size 1 is smaller than the 2 replicas",
+        ),
+        "group size": (
+            ["--replicas", "4", "--sync-group-size", "3"],
+            "--sync-group-size 3 does not divide the 4 replicas",
+        ),
+        "unwritable output": (
+            ["--output", str(tmp_path / "a_file" / "run")],
+            "cannot write to --output",
+        ),
+        "output is a file": (["--output", str(tmp_path / "a_file")], "is a file"),
+        "nothing to resume": (["--resume", "--output", str(tmp_path / "new")], "nothing to resume"),
+        "image too small": (["--image-size", "4"], "at least 8"),
+    }
+
+
+BAD_INPUTS = [
+    "algorithm",
+    "backbone",
+    "missing folder",
+    "empty folder",
+    "unreadable image",
+    "batch below replicas",
+    "group size",
+    "unwritable output",
+    "output is a file",
+    "nothing to resume",
+    "image too small",
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_is_a_clear_error_before_training(tmp_path, case):
+    args, message = _bad_inputs(tmp_path)[case]
+    output = ["--output", str(tmp_path / "out")] if "--output" not in args else []
+    result = tfsim("train", *args, *output, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "tfsim: error:" in result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Epoch 1" not in result.stdout
+    assert not (tmp_path / "out" / "run.json").exists()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("uninterrupted")
+    result = tfsim("train", *QUICK, "--output", str(root / "out"), cwd=root)
+    return root / "out", result
+
+
+@pytest.mark.slow
+def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
+    output, result = uninterrupted_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    for row in [
+        "kNN accuracy before training",
+        "kNN accuracy after training",
+        "images per second",
+        "seconds per epoch",
+        "replicas",
+        "synchronised over all 2 replicas",
+    ]:
+        assert row in result.stdout
+    assert "knn_accuracy:" in result.stdout  # on the per-epoch progress line
+
+    recorded = history(output)
+    assert [r["epoch"] for r in recorded["epochs"]] == [1, 2]
+    for record in recorded["epochs"]:
+        assert np.isfinite(record["loss"])
+        assert 0.0 <= record["knn_accuracy"] <= 1.0
+        assert 0.0 < record["proj_std"] < 1.0
+        assert record["images_per_second"] > 0
+    # Random 8x8 digits features are far above the 10% of chance.
+    assert recorded["knn_accuracy_before"] > 0.5
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["replicas"] == 2 and summary["sync_bn"] is True
+    assert summary["knn_accuracy_after"] == recorded["epochs"][-1]["knn_accuracy"]
+
+    for plot in ["loss.png", "knn_accuracy.png", "embeddings.png"]:
+        assert (output / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    events = list((output / "logs" / "train").glob("events.out.tfevents.*"))
+    assert len(events) == 1
+    tags = {
+        value.tag
+        for event in tf.compat.v1.train.summary_iterator(str(events[0]))
+        for value in event.summary.value
+    }
+    assert {"epoch_loss", "epoch_knn_accuracy", "epoch_proj_std"} <= tags
+    assert not (output / "backup").exists()  # removed once training finished
+
+    model = keras.saving.load_model(output / "model.keras")
+    assert model.algorithm == "simsiam"
+    embeddings = model.embed(np.zeros((3, 8, 8, 3), np.float32))
+    assert embeddings.shape == (3, 512)
+
+
+@pytest.mark.slow
+def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
+    tmp_path, uninterrupted_run
+):
+    reference, _ = uninterrupted_run
+    output = tmp_path / "out"
+    first = tfsim(
+        "train", *QUICK, "--output", str(output), "--interrupt-after-epoch", "1", cwd=tmp_path
+    )
+    assert first.returncode == 130, first.stdout + first.stderr
+    assert "interrupted after 1 completed epoch" in first.stderr
+    assert "--resume" in first.stderr
+    assert "Traceback" not in first.stderr
+    assert [r["epoch"] for r in history(output)["epochs"]] == [1]
+    assert (output / "backup" / "latest.weights.h5").is_file()
+    assert not (output / "model.keras").exists()
+
+    # On resume the run's options come from run.json; a contradicting one is refused.
+    clash = tfsim("train", "--output", str(output), "--resume", "--epochs", "5", cwd=tmp_path)
+    assert clash.returncode == 2 and "--epochs 5 differs" in clash.stderr
+
+    # Resumed, the run trains epoch 2 only; interrupted again after it, the backup holds the
+    # weights at the end of training.
+    second = tfsim(
+        "train", "--output", str(output), "--resume", "--interrupt-after-epoch", "2", cwd=tmp_path
+    )
+    assert second.returncode == 130, second.stdout + second.stderr
+    assert "Epoch 2/2" in second.stdout and "Epoch 1/2" not in second.stdout
+    backup = tmp_path / "backup.weights.h5"
+    shutil.copy(output / "backup" / "latest.weights.h5", backup)
+
+    # With every epoch done, resuming trains nothing: the saved model must hold exactly the
+    # backed-up weights, moving batch-norm statistics included.
+    third = tfsim("train", "--output", str(output), "--resume", cwd=tmp_path)
+    assert third.returncode == 0, third.stdout + third.stderr
+    resumed = history(output)
+    assert [r["epoch"] for r in resumed["epochs"]] == [
+        r["epoch"] for r in history(reference)["epochs"]
+    ]
+    assert resumed["knn_accuracy_before"] == history(reference)["knn_accuracy_before"]
+    assert not (output / "backup").exists()
+
+    model = keras.saving.load_model(output / "model.keras")
+    saved = {v.path: v.numpy() for v in model.weights}
+    moving = [p for p in saved if "moving_mean" in p]
+    assert len(moving) >= 20  # ResNet-18's batch norms, then the heads'
+    assert all(np.abs(saved[p]).max() > 0 for p in moving)  # trained, not the initial zeros
+    model.load_weights(backup)
+    restored = {v.path: v.numpy() for v in model.weights}
+    for path, value in saved.items():
+        np.testing.assert_array_equal(value, restored[path], err_msg=path)
+
+
+def test_load_data_digits_is_a_stratified_deterministic_split():
+    data = load_data("digits", image_size=12, seed=3)
+    assert data.x_train.shape == (1438, 12, 12, 3) and data.x_test.shape == (359, 12, 12, 3)
+    assert data.x_train.dtype == np.float32
+    assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
+    assert data.num_classes == 10
+    per_class = np.bincount(data.y_test, minlength=10)
+    assert per_class.min() >= 34 and per_class.max() <= 37  # ~20% of each class's ~180
+    again = load_data("digits", image_size=12, seed=3)
+    np.testing.assert_array_equal(data.y_test, again.y_test)
+    np.testing.assert_array_equal(data.x_test, again.x_test)
+    other = load_data("digits", image_size=12, seed=4)
+    assert not np.array_equal(data.x_test, other.x_test)
+
+
+def test_load_data_folder_reads_labels_from_sub_folders(tmp_path):
+    for i in range(3):
+        write_png(tmp_path / "cats" / f"{i}.png", seed=i)
+        write_png(tmp_path / "dogs" / f"{i}.PNG", seed=10 + i)
+    (tmp_path / "dogs" / "notes.txt").write_text("ignored")
+    data = load_data(str(tmp_path), image_size=6, seed=0)
+    assert data.class_names == ["cats", "dogs"]
+    assert data.x_train.shape[1:] == (6, 6, 3)
+    assert sorted(np.concatenate([data.y_train, data.y_test]).tolist()) == [0, 0, 0, 1, 1, 1]
+    assert np.bincount(data.y_test).tolist() == [1, 1]
+    # The pixels are the file's, resized: compare with TensorFlow's own decoding.
+    first = tf.io.decode_png((tmp_path / "cats" / "0.png").read_bytes())
+    expected = tf.image.resize(tf.cast(first, tf.float32) / 255.0, (6, 6), antialias=True)
+    train_cats = data.x_train[data.y_train == 0]
+    test_cats = data.x_test[data.y_test == 0]
+    candidates = np.concatenate([train_cats, test_cats])
+    assert min(np.abs(c - expected.numpy()).max() for c in candidates) < 1e-5
+
+
+def test_load_data_limit_and_errors(tmp_path):
+    small = load_data("digits", image_size=8, limit=50)
+    assert len(small.y_train) + len(small.y_test) == 50
+    assert 8 <= len(small.y_test) <= 12
+    with pytest.raises(ValueError, match="does not exist"):
+        load_data(str(tmp_path / "missing"))
+    (tmp_path / "only" / "a").mkdir(parents=True)
+    (tmp_path / "only" / "a" / "x.jpg").write_bytes(b"\xff\xd8 truncated")
+    with pytest.raises(ValueError, match=r"x\.jpg"):
+        load_data(str(tmp_path / "only"))
+    with pytest.raises(ValueError, match="tfds:NAME needs a dataset name"):
+        load_data("tfds:")
