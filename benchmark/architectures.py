@@ -3,17 +3,22 @@
 For each builder (ResNet18Sim, ResNet50Sim, EfficientNetSim B0, ConvNeXtSim
 tiny, BackboneSim on a keras-cv ResNetV2) at `--size` (224 by default):
 
-1. Construction time with plain batch norm, with `sync_bn=True`, and, for
-   the application builders, the time of the rebuild alone
-   (`convert_sync_batchnorm` on the built backbone) as a fraction of the
-   backbone's construction time. Target: the rebuild adds at most 50%.
-   The native builders (ResNet-18/50) create synced layers directly, so they
-   have no rebuild.
+1. Construction time with plain batch norm and with `sync_bn=True`, and
+   their ratio. Target: synchronised batch norm adds at most 50% to a
+   builder's construction time. The application builders (EfficientNet,
+   ConvNeXt) convert their own temporary `keras.applications` model with
+   `convert_sync_batchnorm(..., share_layers=True)`; BackboneSim copies the
+   caller's backbone (`share_layers=False`). For these, the rebuild alone is
+   also timed both ways on a built backbone, as a fraction of the backbone's
+   construction time. The native builders (ResNet-18/50) create synced
+   layers directly, so they have no rebuild.
 2. Parameter counts and batch-norm layer counts.
 3. One training step (forward, backward, SGD update) under a 4-replica
    MirroredStrategy, synced vs plain, for ResNet18Sim at `--step-size`
    (medians of `--repeats` steps after one warm-up step).
 
+Every construction time is the median of `--build-repeats` runs, plain and
+synced interleaved, so that load from other processes hits both alike.
 The replicas are logical CPUs carved out of one host: step times measure the
 synchronisation overhead, not a speed-up. Results go to
 `<out>/architectures.md` and `<out>/architectures.json`.
@@ -90,19 +95,25 @@ def builders(size: int, quick: bool) -> dict:
     return table
 
 
-def measure_builds(size: int, quick: bool) -> list[dict]:
+def _median_seconds(fn, repeats: int) -> float:
+    return statistics.median(_seconds(fn)[1] for _ in range(repeats))
+
+
+def measure_builds(size: int, quick: bool, repeats: int) -> list[dict]:
     from tensorflow_similarity.architectures.head import all_layers
     from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
     from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
+    def quietly(fn):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn()
+
     rows = []
     for name, (build, build_backbone) in builders(size, quick).items():
         keras.backend.clear_session()
-        build(False)  # warm-up: first-use imports and op registrations
-        plain, plain_s = _seconds(lambda build=build: build(False))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            synced, synced_s = _seconds(lambda build=build: build(True))
+        plain = build(False)  # also a warm-up: first-use imports and op registrations
+        synced = quietly(lambda build=build: build(True))
         row = {
             "builder": name,
             "params": plain.count_params(),
@@ -112,16 +123,41 @@ def measure_builds(size: int, quick: bool) -> list[dict]:
             "synced_layers": sum(
                 isinstance(layer, SyncBatchNormalization) for layer in all_layers(synced)
             ),
-            "build_plain_s": plain_s,
-            "build_sync_s": synced_s,
-            "backbone_s": None,
-            "rebuild_s": None,
+            "build_plain_s": [],
+            "build_sync_s": [],
+            "backbone_s": [],
+            "rebuild_copy_s": [],
+            "rebuild_shared_s": [],
         }
-        if build_backbone is not None:
-            backbone, row["backbone_s"] = _seconds(build_backbone)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                _, row["rebuild_s"] = _seconds(lambda b=backbone: convert_sync_batchnorm(b))
+        del plain, synced
+        for _ in range(repeats):
+            keras.backend.clear_session()
+            row["build_plain_s"].append(_seconds(lambda build=build: build(False))[1])
+            row["build_sync_s"].append(
+                _seconds(lambda build=build: quietly(lambda: build(True)))[1]
+            )
+            if build_backbone is not None:
+                backbone, seconds = _seconds(build_backbone)
+                row["backbone_s"].append(seconds)
+                row["rebuild_copy_s"].append(
+                    _seconds(lambda b=backbone: quietly(lambda: convert_sync_batchnorm(b)))[1]
+                )
+                row["rebuild_shared_s"].append(
+                    _seconds(
+                        lambda b=backbone: quietly(
+                            lambda: convert_sync_batchnorm(b, share_layers=True)
+                        )
+                    )[1]
+                )
+        for key in (
+            "build_plain_s",
+            "build_sync_s",
+            "backbone_s",
+            "rebuild_copy_s",
+            "rebuild_shared_s",
+        ):
+            row[key] = statistics.median(row[key]) if row[key] else None
+        row["sync_over_plain"] = row["build_sync_s"] / row["build_plain_s"]
         rows.append(row)
         print(row, flush=True)
     return rows
@@ -178,31 +214,37 @@ def write_results(out: Path, payload: dict) -> str:
         "# Architecture builders: construction, rebuild, training step",
         "",
         f"Measured {payload['date']} on {payload['machine']}, TensorFlow {payload['tensorflow']}, "
-        f"Keras {payload['keras']}. Builds at {payload['size']}x{payload['size']}"
+        f"Keras {payload['keras']}, load average {payload.get('load_average', 0):.1f} at the "
+        f"start. Builds at {payload['size']}x{payload['size']}"
         f"{' (--quick)' if payload['quick'] else ''}.",
         "",
         "| builder | params | BN layers | synced | build plain (s) | build sync_bn (s) "
-        "| backbone (s) | rebuild (s) | rebuild / backbone |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| sync / plain | backbone (s) | rebuild, copy (s) | rebuild, shared (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def rebuild(row, key):
+        if row[key] is None or not row["backbone_s"]:
+            return "-"
+        return f"{row[key]:.2f} ({100 * row[key] / row['backbone_s']:.0f}%)"
+
     for row in payload["builds"]:
-        ratio = (
-            row["rebuild_s"] / row["backbone_s"]
-            if row["rebuild_s"] is not None and row["backbone_s"]
-            else None
-        )
         lines.append(
             f"| {row['builder']} | {row['params']:,} | {row['batch_norm_layers']} | "
             f"{row['synced_layers']} | {_fmt(row['build_plain_s'])} | "
-            f"{_fmt(row['build_sync_s'])} | {_fmt(row['backbone_s'])} | "
-            f"{_fmt(row['rebuild_s'])} | {_fmt(ratio and 100 * ratio, 0)}"
-            f"{'%' if ratio is not None else ''} |"
+            f"{_fmt(row['build_sync_s'])} | {row['sync_over_plain']:.2f}x | "
+            f"{_fmt(row['backbone_s'])} | {rebuild(row, 'rebuild_copy_s')} | "
+            f"{rebuild(row, 'rebuild_shared_s')} |"
         )
     lines += [
         "",
-        "Native builders (ResNet-18/50) create `SyncBatchNormalization` directly: no rebuild. "
-        "ConvNeXt has no batch norm: nothing is rebuilt (a warning says so). "
-        "Target: rebuild / backbone <= 50%.",
+        f"Build times are medians of {payload['build_repeats']} runs. Target: build sync_bn "
+        "<= 1.5x build plain. EfficientNetSim and ConvNeXtSim convert their own temporary "
+        "application with `share_layers=True` (the shared column); BackboneSim copies the "
+        "caller's backbone (the copy column). Rebuild percentages are of the backbone's "
+        "construction time. Native builders (ResNet-18/50) create `SyncBatchNormalization` "
+        "directly: no rebuild. ConvNeXt has no batch norm: nothing is rebuilt (a warning says "
+        "so).",
         "",
     ]
     step = payload.get("step")
@@ -235,11 +277,12 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=224, help="image size of the builds")
     parser.add_argument("--step-size", type=int, default=32, help="image size of the step")
     parser.add_argument("--repeats", type=int, default=5, help="timed training steps")
+    parser.add_argument("--build-repeats", type=int, default=3, help="timed builds (median)")
     parser.add_argument("--no-step", action="store_true", help="skip the training step")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     if args.quick:
-        args.size, args.repeats = 64, 2
+        args.size, args.repeats, args.build_repeats = 64, 2, 1
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -249,13 +292,15 @@ def main() -> None:
     payload = {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "load_average": os.getloadavg()[0],
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "size": args.size,
         "step_size": args.step_size,
         "repeats": args.repeats,
+        "build_repeats": args.build_repeats,
         "quick": args.quick,
-        "builds": measure_builds(args.size, args.quick),
+        "builds": measure_builds(args.size, args.quick, args.build_repeats),
     }
     if not args.no_step:
         payload["step"] = measure_step(args.step_size, args.repeats)

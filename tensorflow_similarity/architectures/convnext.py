@@ -174,4 +174,6 @@ def build_convnext(
         weights=os.fspath(weights) if weights is not None else None,
         input_shape=shape,
     )
-    return synchronise("ConvNeXtSim", backbone, plugin)
+    # The application is this function's own temporary: converting it in
+    # place of copying it makes the rebuild a fraction of the construction.
+    return synchronise("ConvNeXtSim", backbone, plugin, owned=True)

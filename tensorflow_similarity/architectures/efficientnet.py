@@ -168,4 +168,6 @@ def build_efficientnet(
         weights=os.fspath(weights) if weights is not None else None,
         input_shape=shape,
     )
-    return synchronise("EfficientNetSim", backbone, plugin)
+    # The application is this function's own temporary: converting it in
+    # place of copying it makes the rebuild a fraction of the construction.
+    return synchronise("EfficientNetSim", backbone, plugin, owned=True)

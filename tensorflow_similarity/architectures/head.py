@@ -221,7 +221,11 @@ def batch_norm_layer(plugin: SyncBatchNormPlugin | None, **kwargs: Any) -> keras
 
 
 def synchronise(
-    builder: str, backbone: keras.Model, plugin: SyncBatchNormPlugin | None
+    builder: str,
+    backbone: keras.Model,
+    plugin: SyncBatchNormPlugin | None,
+    *,
+    owned: bool = False,
 ) -> keras.Model:
     """Upgrades a built backbone's batch-norm layers with the plugin, keeping its weights.
 
@@ -232,9 +236,14 @@ def synchronise(
         builder: Name of the calling builder, for the warning.
         backbone: A Functional or Sequential model.
         plugin: The sync-BN plugin, or `None` (the backbone is returned as is).
+        owned: Whether `backbone` is the builder's own temporary, which
+            nobody else holds. Then the result reuses its layers and variables
+            other than batch norm (`convert_sync_batchnorm(...,
+            share_layers=True)`), which costs a fraction of a copy. Defaults
+            to `False`: a copy, leaving `backbone` (a caller's model) as it is.
 
     Returns:
-        The converted copy, or `backbone` when there is nothing to convert.
+        The converted backbone, or `backbone` when there is nothing to convert.
     """
     if plugin is None:
         return backbone
@@ -249,7 +258,7 @@ def synchronise(
         return backbone
     from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
 
-    return convert_sync_batchnorm(backbone, plugin=plugin)
+    return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=owned)
 
 
 def all_layers(model: keras.Model) -> list[keras.layers.Layer]:

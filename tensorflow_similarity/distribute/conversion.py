@@ -8,13 +8,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
 
 def convert_sync_batchnorm(
-    model: keras.Model, plugin: SyncBatchNormPlugin | None = None
+    model: keras.Model,
+    plugin: SyncBatchNormPlugin | None = None,
+    *,
+    share_layers: bool = False,
 ) -> keras.Model:
     """Returns a copy of `model` whose batch-norm layers are synchronised.
 
@@ -24,10 +28,15 @@ def convert_sync_batchnorm(
     rebuilt from its config. Each Functional or Sequential model, the outer one
     and those nested in it at any depth, is rebuilt with
     `keras.models.clone_model`, so shared layers, several inputs and outputs
-    and skip connections keep their structure. Afterwards every weight
-    (gamma, beta, moving statistics and all other layers' weights) is copied
-    from the original, so in inference the copy computes exactly what the
-    original does.
+    and skip connections keep their structure. Every weight (gamma, beta,
+    moving statistics and all other layers' weights) is copied from the
+    original: each new layer is built with its variables created from the
+    original's values, rather than from initializers whose draws would be
+    overwritten, or else gets `set_weights` and, as weight loading does,
+    `finalize_state`. So in inference the copy computes exactly what the
+    original does, or, for an original whose variables were assigned without
+    `finalize_state`, what the original computes once saved and reloaded
+    (`keras.layers.Normalization` derives tensors from its variables then).
 
     The copy keeps layer names, `trainable` flags (of layers and of nested
     models), dtype policies and every batch-norm argument (`axis`, `momentum`,
@@ -42,6 +51,20 @@ def convert_sync_batchnorm(
     with the same graph, layers and weights: its class cannot be rebuilt from
     a graph, and `clone_model` falls back to `keras.Model(inputs, outputs)`.
 
+    With `share_layers=True` the copy is not a copy: it reuses every layer
+    the plugin does not select, with its variables, and only the new
+    batch-norm layers are created (their weights copied) and the graph
+    rewired. Nothing is rebuilt from config and no other variable is created
+    or copied, which makes the conversion several times cheaper. It is meant
+    for a model you will discard, such as the temporary a builder makes and
+    converts. The original still computes what it did (it keeps its own
+    plain batch-norm layers), but it shares every other layer with the
+    result: training or freezing one trains or freezes the other. Its
+    variables must belong to the distribution strategy of the call (build it
+    in the same `strategy.scope()`, or outside any), since the result uses
+    them as they are. Nested models with nothing to convert are shared
+    whole.
+
     Nothing to convert is not an error: `model` itself is returned, with a
     warning.
 
@@ -50,18 +73,23 @@ def convert_sync_batchnorm(
         plugin: The `SyncBatchNormPlugin` that decides which layers to replace
             and creates their replacements. Defaults to `None`, meaning
             `SyncBatchNormPlugin()` (all replicas in one sync group).
+        share_layers: Whether the result reuses the layers and variables of
+            `model` that are not converted, instead of copies. Defaults to
+            `False`: the result shares nothing with `model`.
 
     Returns:
         The converted copy of `model`, or `model` itself when the plugin selects
         no layer.
 
     Raises:
-        TypeError: If `model` is not a `keras.Model` or `plugin` is not a
-            `SyncBatchNormPlugin`.
+        TypeError: If `model` is not a `keras.Model`, `plugin` is not a
+            `SyncBatchNormPlugin` or `share_layers` is not a bool.
         ValueError: If a selected layer sits inside a subclassed layer or model
             (the rebuild cannot reach it), or if the plugin cannot create its
             replacement (for example `renorm=True`), or if a layer cannot be
             rebuilt from its config. The message names the layers by path.
+            With `share_layers=True`, also if variables of `model` were
+            created under another distribution strategy than the current one.
 
     Example:
 
@@ -70,8 +98,19 @@ def convert_sync_batchnorm(
     >>> strategy = tf.distribute.MirroredStrategy()
     >>> with strategy.scope():
     ...     synced = convert_sync_batchnorm(model)
+
+    A builder that owns its temporary converts it in place of copying it:
+
+    >>> with strategy.scope():
+    ...     temporary = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3))
+    ...     synced = convert_sync_batchnorm(temporary, share_layers=True)
     """
     _check_model(model, "convert_sync_batchnorm")
+    if not isinstance(share_layers, bool):
+        raise TypeError(
+            "convert_sync_batchnorm expects share_layers=True or False. Received: "
+            f"{share_layers!r} of type {type(share_layers).__name__}."
+        )
     if plugin is None:
         plugin = SyncBatchNormPlugin()
     elif not isinstance(plugin, SyncBatchNormPlugin):
@@ -93,6 +132,7 @@ def convert_sync_batchnorm(
             "(SyncBatchNormalization(...), or plugin.create_layer(...) to follow the plugin), "
             "or build the block with the Functional API so it can be rebuilt."
         ),
+        share_layers=share_layers,
     )
 
 
@@ -163,12 +203,17 @@ def _rebuild(
     function: str,
     kind: str,
     remedy: str,
+    share_layers: bool = False,
 ) -> keras.Model:
     paths: dict[int, str] = {}
+    # Taken before anything is rebuilt: with shared layers, setting a rebuilt
+    # model's `trainable` also overwrites the flags of the layers it shares.
+    flags: dict[int, bool] = {}
     reachable: list[keras.layers.Layer] = []
     unreachable: list[str] = []
     for path, layer, in_graph in _walk(model):
         paths[id(layer)] = path
+        flags[id(layer)] = layer.trainable
         if select(layer):
             if in_graph:
                 reachable.append(layer)
@@ -188,6 +233,8 @@ def _rebuild(
             stacklevel=3,
         )
         return model
+    if share_layers:
+        _check_shareable(model, reachable, function)
 
     # Replacements are created before cloning so that a layer the plugin rejects
     # fails the call before any copy is built.
@@ -201,23 +248,107 @@ def _rebuild(
                 f"({type(layer).__name__}): {error}"
             ) from error
 
+    holds_replacement: dict[int, bool] = {}
+
+    def must_rebuild(graph_model: keras.Model) -> bool:
+        if id(graph_model) not in holds_replacement:
+            holds_replacement[id(graph_model)] = any(
+                id(child) in replacements or (_is_graph_model(child) and must_rebuild(child))
+                for child in graph_model.layers
+            )
+        return holds_replacement[id(graph_model)]
+
     clones: dict[int, keras.layers.Layer] = {}
+    copied: set[int] = set()
 
     def clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
         # One cache for every nesting level keeps a layer shared between a
         # sub-model and its parent shared in the copy.
         if id(layer) not in clones:
-            if _is_graph_model(layer):
+            if _is_graph_model(layer) and (not share_layers or must_rebuild(layer)):
                 clones[id(layer)] = _clone_graph_model(layer, clone_layer)
-            elif id(layer) in replacements:
-                clones[id(layer)] = replacements[id(layer)]
+            elif share_layers and id(layer) not in replacements:
+                clones[id(layer)] = layer
             else:
-                clones[id(layer)] = _clone_from_config(layer, paths, function)
+                if id(layer) in replacements:
+                    clone = replacements[id(layer)]
+                else:
+                    clone = _clone_from_config(layer, paths, function)
+                if _build_as_copy(layer, clone):
+                    copied.add(id(clone))
+                clones[id(layer)] = clone
         return clones[id(layer)]
 
     new_model = clone_layer(model)
-    _copy_state(model, new_model, model.name)
+    _copy_state(model, new_model, model.name, flags, copied)
     return new_model
+
+
+def _build_as_copy(old: keras.layers.Layer, new: keras.layers.Layer) -> bool:
+    """Builds `new` as `old` is built, its variables created from `old`'s values.
+
+    The variables would otherwise be created from their initializers (a
+    random draw for every kernel) only to be overwritten by the copy, which
+    roughly doubles the cost of creating them. Each variable `new` creates
+    starts from the value of `old`'s variable of the same name and dtype.
+
+    Returns:
+        Whether every variable of `old` was copied so, once, into a variable
+        of the same shape: then the weights need no other copy. When not
+        (a layer never built, a variable created outside `build`, names
+        repeated within the layer), the caller copies them with
+        `set_weights`, which overwrites whatever was created here.
+    """
+    build_config = old.get_build_config() if old.built and not new.built else None
+    sources = {variable.name: variable for variable in old.weights}
+    if not build_config or not sources or len(sources) != len(old.weights):
+        return False
+    used: list[str] = []
+
+    def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        source = sources.get(kwargs.get("name"))
+        dtype = kwargs.get("dtype")
+        if source is not None and dtype is not None and tf.as_dtype(dtype) == source.dtype:
+            kwargs["initial_value"] = lambda: tf.convert_to_tensor(source.value)
+            used.append(source.name)
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        new.build_from_config(build_config)
+    return (
+        sorted(used) == sorted(sources)
+        and len(new.weights) == len(old.weights)
+        and all(
+            tuple(a.shape) == tuple(b.shape) for a, b in zip(old.weights, new.weights, strict=True)
+        )
+    )
+
+
+def _check_shareable(
+    model: keras.Model, reachable: list[keras.layers.Layer], function: str
+) -> None:
+    """Raises if the variables to share do not belong to the current distribution strategy.
+
+    A layer is reused with its variables as they are: one created outside the
+    strategy's scope would not be mirrored, and the result would mix
+    per-replica and single-device variables.
+    """
+    strategy = tf.distribute.get_strategy()
+    replaced = {id(variable) for layer in reachable for variable in layer.weights}
+    foreign = [
+        variable.path
+        for variable in model.weights
+        if id(variable) not in replaced
+        and not strategy.extended.variable_created_in_scope(variable.value)
+    ]
+    if foreign:
+        raise ValueError(
+            f"{function}(share_layers=True) reuses the variables of model {model.name!r}, but "
+            f"{len(foreign)} of them (e.g. {foreign[0]!r}) were created under another "
+            f"distribution strategy than the current one ({type(strategy).__name__}). Build "
+            "the model inside the same strategy.scope() as the conversion, or pass "
+            "share_layers=False to convert a copy."
+        )
 
 
 def _clone_graph_model(
@@ -329,15 +460,35 @@ def _layer_kwargs(layer: keras.layers.Layer) -> dict[str, Any]:
     return config
 
 
-def _copy_state(old: keras.layers.Layer, new: keras.layers.Layer, path: str) -> None:
+def _copy_state(
+    old: keras.layers.Layer,
+    new: keras.layers.Layer,
+    path: str,
+    flags: dict[int, bool],
+    copied: set[int],
+) -> None:
     """Copies weights and `trainable` flags from `old` to its rebuilt copy `new`.
 
     Parents go first: setting a model's `trainable` also sets its layers',
-    which are then given their own original flags.
+    which are then given their own original flags (`flags`, by layer id). A
+    layer shared rather than copied (`new is old`) keeps its weights; its
+    flags, and those of the layers it holds, are set back. Layers in `copied`
+    (ids) were built from their weights already (`_build_as_copy`).
     """
-    new.trainable = old.trainable
+    if new is old:
+        for _, layer, _ in _walk(old):
+            layer.trainable = flags[id(layer)]
+        return
+    new.trainable = flags[id(old)]
     if not _is_graph_model(old):
-        new.set_weights(old.get_weights())
+        if id(new) not in copied:
+            new.set_weights(old.get_weights())
+            # Keras' preprocessing layers (Normalization, Discretization, the
+            # lookups) keep state derived from their variables, which
+            # set_weights leaves as built; weight loading refreshes it so.
+            finalize_state = getattr(new, "finalize_state", None)
+            if callable(finalize_state):
+                finalize_state()
         return
     # clone_model gives a rebuilt model the global policy of the moment. A
     # quantized policy is left alone: assigning one would quantize the copy.
@@ -352,4 +503,4 @@ def _copy_state(old: keras.layers.Layer, new: keras.layers.Layer, path: str) -> 
             "Please report this with the model's summary()."
         )
     for old_layer, new_layer in zip(old_layers, new_layers, strict=True):
-        _copy_state(old_layer, new_layer, f"{path}/{old_layer.name}")
+        _copy_state(old_layer, new_layer, f"{path}/{old_layer.name}", flags, copied)

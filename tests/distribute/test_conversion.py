@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import keras
@@ -32,6 +33,11 @@ def randomize(model: keras.Model, seed: int = 0) -> None:
         else:
             value = 0.2 * rng.standard_normal(variable.shape, dtype="float32")
         variable.assign(value.astype(variable.dtype))
+    # As after loading weights: layers holding state derived from their
+    # variables (keras.layers.Normalization) refresh it.
+    for layer in all_layers(model):
+        if hasattr(layer, "finalize_state"):
+            layer.finalize_state()
 
 
 def numpy_outputs(model: keras.Model, inputs) -> list[np.ndarray]:
@@ -203,7 +209,8 @@ def small_block(name: str, trainable: bool = True) -> keras.Model:
     return model
 
 
-def test_nested_shared_multi_input_output_mixed_precision():
+def multi_model() -> tuple[keras.Model, dict[str, np.ndarray]]:
+    """Two inputs and outputs, shared layers and sub-models, frozen parts, mixed precision."""
     image = keras.Input((4, 6), name="image")
     extra = keras.Input((6,), name="extra")
 
@@ -244,7 +251,11 @@ def test_nested_shared_multi_input_output_mixed_precision():
         "image": rng.normal(size=(3, 4, 6)).astype("float32"),
         "extra": rng.normal(size=(3, 6)).astype("float32"),
     }
+    return model, inputs
 
+
+def test_nested_shared_multi_input_output_mixed_precision():
+    model, inputs = multi_model()
     synced = assert_round_trip(model, inputs)
 
     # Shared layers and shared sub-models stay shared, not duplicated.
@@ -285,6 +296,117 @@ def test_sequential_model_with_group_plugin():
     assert synced.get_layer("inner").dtype_policy.name == "mixed_bfloat16"
 
 
+def test_share_layers_reuses_every_layer_it_does_not_convert():
+    model, inputs = multi_model()
+    before = snapshot(model)
+    synced = convert_sync_batchnorm(model, GroupSyncBatchNorm(2), share_layers=True)
+
+    # The original keeps its plain batch norm, its flags and its outputs.
+    assert_untouched(model, before)
+    assert_same_outputs(model, synced, inputs)
+    assert synced.name == model.name
+    converted = 0
+    for old, new in layer_pairs(model, synced):
+        assert new.trainable == old.trainable, old.name
+        assert new.dtype_policy.name == old.dtype_policy.name, old.name
+        if isinstance(old, keras.layers.BatchNormalization):
+            assert type(new) is SyncBatchNormalization and new.group_size == 2, old.name
+            assert bn_config(new) == bn_config(old), old.name
+            assert not {id(v) for v in old.weights} & {id(v) for v in new.weights}
+            for want, got in zip(old.get_weights(), new.get_weights(), strict=True):
+                np.testing.assert_array_equal(got, want, err_msg=old.name)
+            converted += 1
+        elif isinstance(old, (keras.Model, keras.layers.InputLayer)):
+            # Every sub-model here holds batch norm, so each is rebuilt around it.
+            assert new is not old, old.name
+        else:
+            assert new is old, old.name
+    assert converted == 9
+    assert len(synced.weights) == len(model.weights)
+    frozen = synced.get_layer("outer_block").get_layer("outer_block_frozen")
+    assert not frozen.trainable
+    assert frozen.get_layer("outer_block_frozen_dense").trainable
+
+    # Shared means shared: the two models train the same projection.
+    kernel = synced.get_layer("project").kernel
+    kernel.assign(kernel + 1.0)
+    np.testing.assert_array_equal(model.get_layer("project").kernel, kernel)
+
+
+def test_share_layers_keeps_a_sub_model_without_batch_norm_whole():
+    inputs = keras.Input((5,))
+    plain = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)], name="plain_block")
+    plain.trainable = False
+    x = keras.layers.BatchNormalization(name="bn")(plain(inputs))
+    model = keras.Model(inputs, x, name="outer")
+    randomize(model)
+    synced = convert_sync_batchnorm(model, share_layers=True)
+    assert synced.get_layer("plain_block") is plain
+    assert not plain.trainable
+    assert isinstance(synced.get_layer("bn"), SyncBatchNormalization)
+    assert_same_outputs(model, synced, np.ones((2, 5), "float32"))
+
+
+@pytest.mark.parametrize("build_in_scope", [False, True], ids=["built_outside", "built_inside"])
+def test_share_layers_refuses_variables_of_another_strategy(build_in_scope):
+    strategy = mirrored_strategy(2)
+    if build_in_scope:
+        with strategy.scope():
+            model = conv_model()
+        # Converted outside the scope, where its mirrored variables cannot go.
+        with pytest.raises(ValueError, match="another distribution strategy.*share_layers=False"):
+            convert_sync_batchnorm(model, share_layers=True)
+    else:
+        model = conv_model()
+        with strategy.scope():
+            with pytest.raises(ValueError, match="'conv_model'.*MirroredStrategy"):
+                convert_sync_batchnorm(model, share_layers=True)
+    # Copying has no such limit.
+    assert isinstance(convert_sync_batchnorm(model).get_layer("bn"), SyncBatchNormalization)
+
+
+def normalization_model() -> keras.Model:
+    inputs = keras.Input((3,))
+    x = keras.layers.Normalization(name="norm")(inputs)
+    x = keras.layers.Dense(4, name="dense")(x)
+    return keras.Model(inputs, keras.layers.BatchNormalization(name="bn")(x), name="normed")
+
+
+@pytest.mark.parametrize("share_layers", [False, True], ids=["copy", "share"])
+@pytest.mark.parametrize("copy", ["build", "set_weights"])
+def test_state_derived_from_weights_follows_them(monkeypatch, share_layers, copy):
+    """Normalization's mean and variance tensors, set by adapt or by loading, are kept.
+
+    The copy is created either from the original's values ("build") or from
+    initializers and then assigned ("set_weights", the fallback); both must
+    refresh the tensors Normalization derives from its variables.
+    """
+    from tensorflow_similarity.distribute import conversion
+
+    model = normalization_model()
+    data = np.random.default_rng(5).normal(10.0, 4.0, (16, 3)).astype("float32")
+    model.get_layer("norm").adapt(data)
+    reference = numpy_outputs(model, data)
+
+    built_as_copy = []
+
+    def spy(old, new):
+        result = real_build_as_copy(old, new) if copy == "build" else False
+        built_as_copy.append((old.name, result))
+        return result
+
+    real_build_as_copy = conversion._build_as_copy
+    monkeypatch.setattr(conversion, "_build_as_copy", spy)
+    synced = convert_sync_batchnorm(model, share_layers=share_layers)
+    for want, got in zip(reference, numpy_outputs(synced, data), strict=True):
+        np.testing.assert_array_equal(got, want)
+    # The fast path is taken for every layer with weights that the copy creates.
+    expected = {"bn"} if share_layers else {"norm", "dense", "bn"}
+    assert {name for name, done in built_as_copy if done} == (
+        expected if copy == "build" else set()
+    )
+
+
 def test_converted_model_saves_and_loads(tmp_path):
     model = keras.Sequential(
         [keras.Input((4,)), keras.layers.Dense(3), keras.layers.BatchNormalization()]
@@ -307,22 +429,27 @@ def conv_model() -> keras.Model:
     return keras.Model(inputs, keras.layers.Dense(2, name="head")(x), name="conv_model")
 
 
-def test_conversion_in_strategy_scope_trains_as_the_global_batch():
+@pytest.mark.parametrize("share_layers", [False, True], ids=["copy", "share"])
+def test_conversion_in_strategy_scope_trains_as_the_global_batch(share_layers):
     """2 replicas after conversion == the original model on the whole batch, one device."""
-    model = conv_model()
-    randomize(model)
     strategy = mirrored_strategy(2)
-    with strategy.scope():
-        synced = convert_sync_batchnorm(model)
-        optimizer = keras.optimizers.SGD(0.1)
+    with strategy.scope() if share_layers else contextlib.nullcontext():
+        model = conv_model()
+        randomize(model)
     reference = keras.models.clone_model(model)
     reference.set_weights(model.get_weights())
     reference_optimizer = keras.optimizers.SGD(0.1)
+    with strategy.scope():
+        synced = convert_sync_batchnorm(model, share_layers=share_layers)
+        optimizer = keras.optimizers.SGD(0.1)
 
     bn = synced.get_layer("bn")
     for variable in bn.weights + synced.get_layer("conv").weights:
         assert isinstance(variable.value, tf.distribute.DistributedValues), variable.path
-    assert not isinstance(model.get_layer("bn").gamma.value, tf.distribute.DistributedValues)
+    assert (
+        isinstance(model.get_layer("bn").gamma.value, tf.distribute.DistributedValues)
+        == share_layers
+    )
 
     rng = np.random.default_rng(4)
     x = rng.normal(2.0, 3.0, (8, 4, 4, 2)).astype("float32")
@@ -362,8 +489,9 @@ def test_conversion_in_strategy_scope_trains_as_the_global_batch():
         )
     for want, got in zip(reference.get_weights(), synced.get_weights(), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    # The step did train: the original's weights moved away from the copy's.
-    assert not np.allclose(model.get_layer("conv").get_weights()[0], synced.get_weights()[0])
+    # The step did train the copy, not the original, unless the two share the layer.
+    trained = np.allclose(model.get_layer("conv").get_weights()[0], synced.get_weights()[0])
+    assert trained == share_layers
 
 
 class CustomBlock(keras.layers.Layer):
@@ -496,3 +624,9 @@ def test_bad_input_raises_type_error(function, args, match):
         warnings.simplefilter("error")
         with pytest.raises(TypeError, match=match):
             function(*args)
+
+
+@pytest.mark.parametrize("share_layers", ["yes", 1, None])
+def test_share_layers_must_be_a_bool(share_layers):
+    with pytest.raises(TypeError, match="share_layers=True or False"):
+        convert_sync_batchnorm(conv_model(), share_layers=share_layers)
