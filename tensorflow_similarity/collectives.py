@@ -56,7 +56,8 @@ def gather_rows(ctx: tf.distribute.ReplicaContext, row: tf.Tensor) -> tf.Tensor:
 
     Each replica writes its row into its own slot of a zero matrix; summing the
     matrices is then an exact gather (adding zeros loses nothing) and works the
-    same under every strategy and cross-device implementation.
+    same under every strategy and cross-device implementation. Rows must be
+    finite (a non-finite value would spread to the other slots).
 
     Args:
         ctx: The replica context.
@@ -65,14 +66,8 @@ def gather_rows(ctx: tf.distribute.ReplicaContext, row: tf.Tensor) -> tf.Tensor:
     Returns:
         A `[num_replicas, len(row)]` tensor whose row `i` is replica `i`'s `row`.
     """
-    num_replicas = ctx.num_replicas_in_sync
-    replica_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32)
-    slots = tf.scatter_nd(
-        tf.reshape(replica_id, [1, 1]),
-        row[tf.newaxis],
-        tf.stack([num_replicas, tf.size(row)]),
-    )
-    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, slots)
+    slot = tf.one_hot(ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync, dtype=row.dtype)
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, slot[:, tf.newaxis] * row[tf.newaxis])
 
 
 def group_rows(ctx: tf.distribute.ReplicaContext, rows: tf.Tensor, group_size: int) -> tf.Tensor:

@@ -193,8 +193,8 @@ def cross_replica_moments(
     shifted values and their squares. It packs per channel its count `n_i`, shift
     `s_i`, mean offset `d_i = mean(x - s_i)` and centred sum of squares `M2_i` into
     one row; the rows of all replicas are gathered with one all-reduce. Each group
-    is merged with Chan's formula around a reference `r`, the shift of its largest
-    replica: `o_i = (s_i - r) + d_i`, `M2 = sum M2_i + sum n_i (o_i - o)^2`,
+    is merged with Chan's formula around a reference `r`, the count-weighted mean
+    of its shifts: `o_i = (s_i - r) + d_i`, `M2 = sum M2_i + sum n_i (o_i - o)^2`,
     `mean = r + o`. Shifts lie within the data, so `s_i - r` is exact and no term
     cancels catastrophically, whatever `|mean| / std`; keeping `s_i` and `d_i`
     apart also keeps the rounding of each replica's mean out of the variance.
@@ -254,33 +254,25 @@ def cross_replica_moments(
 
         row = tf.concat([local_count, shift, offset, local_m2], 0)
         rows = collectives.gather_rows(ctx, row)
-        rows = tf.reshape(rows, [num_groups, group_size, 4, -1])
-        counts, shifts, offsets, m2s = (rows[:, :, i] for i in range(4))
-        group_counts = tf.reduce_sum(counts, axis=1)
-        # Reference: the shift of each group's largest replica, per channel.
-        largest = tf.one_hot(tf.argmax(counts, axis=1), group_size, axis=1, dtype=x.dtype)
-        references = tf.reduce_sum(largest * shifts, axis=1)
-        offsets = (shifts - references[:, tf.newaxis]) + offsets
-        mean_offsets = tf.math.divide_no_nan(tf.reduce_sum(counts * offsets, axis=1), group_counts)
-        spread = counts * tf.square(offsets - mean_offsets[:, tf.newaxis])
-        group_m2s = tf.reduce_sum(m2s, axis=1) + tf.reduce_sum(spread, axis=1)
-        group_means = references + mean_offsets
-        group_variances = tf.math.divide_no_nan(group_m2s, group_counts)
-
         if num_groups == 1:
-            count, mean, variance = group_counts[0], group_means[0], group_variances[0]
+            parts = tf.unstack(tf.reshape(rows, [group_size, 4, -1]), axis=1)
+            count, mean, variance = _chan_merge(*parts, axis=0)
+            # One group: the moving statistics absorb its statistics.
+            moving_mean_update, moving_variance_update = mean, variance
         else:
+            parts = tf.unstack(tf.reshape(rows, [num_groups, group_size, 4, -1]), axis=2)
+            group_counts, group_means, group_variances = _chan_merge(*parts, axis=1)
             count = tf.gather(group_counts, group_id)
             mean = tf.gather(group_means, group_id)
             variance = tf.gather(group_variances, group_id)
-        seen = tf.cast(group_counts > 0, x.dtype)
-        groups_seen = tf.reduce_sum(seen, axis=0)
-        moving_mean_update = tf.math.divide_no_nan(
-            tf.reduce_sum(seen * group_means, 0), groups_seen
-        )
-        moving_variance_update = tf.math.divide_no_nan(
-            tf.reduce_sum(seen * group_variances, 0), groups_seen
-        )
+            seen = tf.cast(group_counts > 0, x.dtype)
+            groups_seen = tf.reduce_sum(seen, axis=0)
+            moving_mean_update = tf.math.divide_no_nan(
+                tf.reduce_sum(seen * group_means, 0), groups_seen
+            )
+            moving_variance_update = tf.math.divide_no_nan(
+                tf.reduce_sum(seen * group_variances, 0), groups_seen
+            )
 
         def grad(d_mean, d_variance, *unused):
             del unused
@@ -299,3 +291,21 @@ def cross_replica_moments(
         return outputs, grad
 
     return moments(x)
+
+
+def _chan_merge(
+    counts: tf.Tensor, shifts: tf.Tensor, offsets: tf.Tensor, m2s: tf.Tensor, axis: int
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Merges replicas' (count, shift, offset, M2) along `axis` into (count, mean, variance).
+
+    The reference `r` is the count-weighted mean of the shifts: a float within the
+    data, so for data far from zero `s_i - r` is exact (Sterbenz) and the merge
+    works on offsets of the order of the spread, never on the raw means.
+    """
+    count = tf.reduce_sum(counts, axis=axis)
+    reference = tf.math.divide_no_nan(tf.reduce_sum(counts * shifts, axis=axis), count)
+    offsets = (shifts - tf.expand_dims(reference, axis)) + offsets
+    mean_offset = tf.math.divide_no_nan(tf.reduce_sum(counts * offsets, axis=axis), count)
+    spread = counts * tf.square(offsets - tf.expand_dims(mean_offset, axis))
+    m2 = tf.reduce_sum(m2s + spread, axis=axis)
+    return count, reference + mean_offset, tf.math.divide_no_nan(m2, count)
