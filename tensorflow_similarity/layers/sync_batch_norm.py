@@ -280,11 +280,11 @@ def cross_replica_moments(
             d_variance = tf.zeros_like(variance) if d_variance is None else d_variance
             packed = collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size)
             d_mean, d_variance = tf.split(packed, 2)
+            # dx = (d_mean + 2 d_variance (x - mean)) / N, as one multiply-add per element.
             inv_count = tf.math.divide_no_nan(tf.ones_like(count), count)
-            dx = tf.reshape(d_mean, broadcast_shape) + 2.0 * tf.reshape(
-                d_variance, broadcast_shape
-            ) * (x - tf.reshape(mean, broadcast_shape))
-            dx = dx * tf.reshape(inv_count, broadcast_shape)
+            scale = 2.0 * d_variance * inv_count
+            offset = (d_mean - 2.0 * d_variance * mean) * inv_count
+            dx = x * tf.reshape(scale, broadcast_shape) + tf.reshape(offset, broadcast_shape)
             return dx if weights is None else dx * weights
 
         outputs = (mean, variance, count, moving_mean_update, moving_variance_update)
