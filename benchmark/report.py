@@ -1,0 +1,565 @@
+"""Assembles `benchmark/results/REPORT.md` and its plots from the benchmarks' JSON results.
+
+Reads whichever of these exist in `--results` (default `benchmark/results`):
+
+* `ssl_quality.json` (`benchmark/ssl_quality.py`): kNN accuracy with
+  per-replica batch norm, synchronised batch norm and one device;
+* `sync_bn.json` and `sync_bn_gpu.json` (`benchmark/sync_bn.py`): collectives,
+  step-time overhead, robustness, and whatever further sections that script
+  wrote (its own `render_markdown` renders the tables);
+* `architectures.json` (`benchmark/architectures.py`): builder timings.
+
+and writes `REPORT.md` and PNG plots (`ssl_quality.png`, `sync_bn_overhead.png`,
+`sync_bn_gpu_overhead.png`) next to them. Every number in the report, the
+conclusions included, is computed here from those files; none is typed by
+hand. The machine, date and command of each result come from the JSON.
+
+Usage:
+
+    python benchmark/ssl_quality.py && python benchmark/sync_bn.py && \\
+        python benchmark/architectures.py && python benchmark/report.py
+    python benchmark/report.py --results /tmp/out     # report on results elsewhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BENCHMARK_DIR = Path(__file__).resolve().parent
+SETTINGS = ("per_replica", "sync", "single")
+SETTING_STYLE = {
+    "per_replica": ("(a) per-replica BN, 4 replicas", "tab:red", "o"),
+    "sync": ("(b) synchronised BN, 4 replicas", "tab:blue", "s"),
+    "single": ("(c) one device, global batch", "tab:gray", "^"),
+}
+VARIANT_STYLE = {
+    "keras": ("Keras BatchNormalization(synchronized=True)", "tab:orange", "o"),
+    "ours": ("ours SyncBatchNormalization", "tab:blue", "s"),
+    "ours_g2": ("ours, GroupSyncBatchNorm(2)", "tab:green", "^"),
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Write REPORT.md and PNG plots from the benchmarks' JSON results."
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=BENCHMARK_DIR / "results",
+        help="Folder holding the JSON results (default: benchmark/results).",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="Folder for REPORT.md and the plots (default: the --results folder).",
+    )
+    return parser.parse_args(argv)
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def load_benchmark_module(name: str) -> ModuleType:
+    """Imports `benchmark/<name>.py`, whose renderers format that benchmark's tables."""
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARK_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    # Dataclasses resolve their annotations through sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def demote_headings(markdown: str, levels: int) -> str:
+    """Turns `# x` into `### x` (for `levels=2`), so a benchmark's report nests in this one."""
+    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + levels) + " ", markdown, flags=re.M)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def points(value: float) -> str:
+    """A difference of accuracies (fractions) in percentage points."""
+    return f"{100 * value:.1f}"
+
+
+# --------------------------------------------------------------------------------------
+# Self-supervised quality.
+# --------------------------------------------------------------------------------------
+
+
+def plot_ssl_quality(report: dict[str, Any], path: Path) -> None:
+    """kNN accuracy vs per-replica batch, one panel per algorithm, error bars = seed std."""
+    config = report["meta"]["config"]
+    algorithms = config["algorithms"]
+    batches = config["batch_sizes"]
+    summary = {(r["algorithm"], r["batch_per_replica"], r["setting"]): r for r in report["summary"]}
+    figure, axes = plt.subplots(
+        1, len(algorithms), figsize=(4.2 * len(algorithms), 3.6), sharey=True, squeeze=False
+    )
+    for axis, algorithm in zip(axes[0], algorithms, strict=True):
+        for offset, setting in zip((-0.06, 0.0, 0.06), SETTINGS, strict=True):
+            label, color, marker = SETTING_STYLE[setting]
+            rows = [summary.get((algorithm, b, setting)) for b in batches]
+            xs = [b * 2**offset for b, r in zip(batches, rows, strict=True) if r]
+            axis.errorbar(
+                xs,
+                [100 * r["mean"] for r in rows if r],
+                yerr=[100 * r["std"] for r in rows if r],
+                label=label,
+                color=color,
+                marker=marker,
+                capsize=4,
+                linewidth=1.5,
+            )
+        axis.set_xscale("log", base=2)
+        axis.set_xlim(min(batches) / 1.6, max(batches) * 1.6)
+        axis.set_xticks(batches, [str(b) for b in batches])
+        axis.minorticks_off()
+        axis.set_xlabel("images per replica (global batch = 4x)")
+        axis.set_title(algorithm_label(algorithm))
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("kNN top-1 accuracy (%)")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    n = max(r["n"] for r in report["summary"])
+    figure.suptitle(f"Test kNN accuracy, mean ± std over {n} seed(s)", fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def algorithm_label(algorithm: str) -> str:
+    return {"simsiam": "SimSiam", "simclr": "SimCLR", "barlow": "Barlow Twins"}.get(
+        algorithm, algorithm
+    )
+
+
+def ssl_conclusion(report: dict[str, Any]) -> str:
+    """Plain-language findings, each computed from the summary rows.
+
+    "Within the seed spread" means |mean(x) - mean(c)| is at most the larger
+    of the two cells' standard deviations over seeds.
+    """
+    config = report["meta"]["config"]
+    summary = {(r["algorithm"], r["batch_per_replica"], r["setting"]): r for r in report["summary"]}
+    cells = [
+        (a, b)
+        for a in config["algorithms"]
+        for b in config["batch_sizes"]
+        if all((a, b, s) in summary for s in SETTINGS)
+    ]
+    if not cells:
+        return "No complete (a)/(b)/(c) cell: nothing to compare.\n"
+
+    def gap(setting: str, algorithm: str, batch: int) -> tuple[float, float, bool]:
+        row, single = summary[algorithm, batch, setting], summary[algorithm, batch, "single"]
+        difference = row["mean"] - single["mean"]
+        spread = max(row["std"], single["std"])
+        return difference, spread, abs(difference) <= spread
+
+    sentences = []
+    if config.get("quick"):
+        sentences.append(
+            "This is a `--quick` run (one epoch on a subset): it shows that the pipeline "
+            "works, and its accuracies say nothing about the methods."
+        )
+    if paired := paired_runs_sentence(report):
+        sentences.append(paired)
+    if max(summary[cell + ("single",)]["n"] for cell in cells) < 2:
+        differences = "; ".join(
+            f"{algorithm_label(a)}, {b} images per replica: (a) - (c) "
+            f"{points(summary[a, b, 'per_replica']['mean'] - summary[a, b, 'single']['mean'])}, "
+            f"(b) - (c) {points(summary[a, b, 'sync']['mean'] - summary[a, b, 'single']['mean'])}"
+            for a, b in cells
+        )
+        sentences.append(
+            f"One seed only, so there is no spread to judge differences against: {differences} "
+            "points."
+        )
+        sentences.append(baseline_sentence(report))
+        return "\n\n".join(sentences) + "\n"
+    sync_gaps = {cell: gap("sync", *cell) for cell in cells}
+    within = sum(inside for _, _, inside in sync_gaps.values())
+    worst_cell, (worst, worst_spread, _) = max(sync_gaps.items(), key=lambda kv: abs(kv[1][0]))
+    sentences.append(
+        f"Synchronised batch norm (b) is within the seed spread of one device (c) in {within} "
+        f"of {len(cells)} algorithm/batch cells; the largest difference of means is "
+        f"{points(worst)} points ({algorithm_label(worst_cell[0])}, {worst_cell[1]} images per "
+        f"replica, seed spread {points(worst_spread)})."
+    )
+    paired = [
+        abs(summary[a, b, "sync"]["diff_vs_single_mean"])
+        for a, b in cells
+        if "diff_vs_single_mean" in summary[a, b, "sync"]
+    ]
+    if paired:
+        sentences.append(
+            "Paired by seed (same initial weights, batches and augmentations), (b) - (c) "
+            f"averages at most {points(max(paired))} points in absolute value."
+        )
+    per_replica_gaps = {cell: gap("per_replica", *cell) for cell in cells}
+    outside = [cell for cell, (_, _, inside) in per_replica_gaps.items() if not inside]
+    drop_cell, (drop, drop_spread, _) = min(per_replica_gaps.items(), key=lambda kv: kv[1][0])
+    sentences.append(
+        f"Per-replica batch norm (a) is outside the seed spread of (c) in {len(outside)} of "
+        f"{len(cells)} cells; its largest shortfall is {points(-drop)} points "
+        f"({algorithm_label(drop_cell[0])}, {drop_cell[1]} images per replica, seed spread "
+        f"{points(drop_spread)})."
+        if drop < 0
+        else f"Per-replica batch norm (a) is never below one device (c) on average; it is "
+        f"outside the seed spread of (c) in {len(outside)} of {len(cells)} cells."
+    )
+    smallest = min(config["batch_sizes"])
+    if ("simclr", smallest) in per_replica_gaps:
+        difference, spread, inside = per_replica_gaps["simclr", smallest]
+        sentences.append(
+            f"For SimCLR at {smallest} images per replica, the case where the literature "
+            f"expects per-device statistics to hurt most, (a) - (c) is {points(difference)} "
+            f"points (seed spread {points(spread)}): "
+            + ("within the spread." if inside else "outside the spread.")
+        )
+    sentences.append(baseline_sentence(report))
+    return "\n\n".join(sentences) + "\n"
+
+
+def paired_runs_sentence(report: dict[str, Any]) -> str:
+    """How closely (a) and (b) track (c) run by run: same seed, weights, batches, views."""
+    runs: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
+    for run in report["runs"]:
+        key = (run["algorithm"], run["batch_per_replica"], run["seed"])
+        runs.setdefault(key, {})[run["setting"]] = run
+    # One test image more or less correct changes the accuracy by 1 / test_images.
+    resolution = 0.5 / report["meta"]["test_images"]
+    parts = []
+    for setting, label in (("sync", "(b)"), ("per_replica", "(a)")):
+        pairs = [(r[setting], r["single"]) for r in runs.values() if setting in r and "single" in r]
+        if not pairs:
+            continue
+        same = sum(abs(x["knn_accuracy"] - c["knn_accuracy"]) < resolution for x, c in pairs)
+        accuracy_gap = max(abs(x["knn_accuracy"] - c["knn_accuracy"]) for x, c in pairs)
+        text = (
+            f"{label} gives exactly the same kNN accuracy as (c) in {same} of {len(pairs)} "
+            f"paired runs (largest difference {points(accuracy_gap)} points)"
+        )
+        if setting == "sync":
+            # Only (b) computes the loss on the same normalised activations as (c).
+            loss_gap = max(abs(x["final_loss"] - c["final_loss"]) for x, c in pairs)
+            text += f", and its last-epoch mean loss differs from (c)'s by at most {loss_gap:.2g}"
+        parts.append(text)
+    if not parts:
+        return ""
+    return (
+        "Run by run (same seed, initial weights, batches and augmentations): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def baseline_sentence(report: dict[str, Any]) -> str:
+    """Where the trained models stand against the raw-pixel and untrained-backbone kNN."""
+    baselines = report["baselines"]
+    raw = next(b["knn_accuracy"] for b in baselines if b["name"] == "raw pixels")
+    untrained = [b["knn_accuracy"] for b in baselines if b["name"] == "untrained backbone"]
+    single = [r["mean"] for r in report["summary"] if r["setting"] == "single"]
+    text = (
+        f"For scale: one-device (c) accuracies range from {points(min(single))}% to "
+        f"{points(max(single))}%, kNN on raw pixels reaches {points(raw)}%"
+    )
+    if not untrained:
+        return text + "."
+    untrained_mean = statistics.fmean(untrained)
+    text += f", and the untrained backbone {points(untrained_mean)}%"
+    if max(single) < untrained_mean:
+        text += (
+            ". Training lowered kNN accuracy below the untrained backbone's: at this size and "
+            "length the runs compare what the three batch-norm settings do to training, not "
+            "how good the learnt representations are"
+        )
+    return text + "."
+
+
+def ssl_section(report: dict[str, Any], plot: Path, results_name: str) -> str:
+    module = load_benchmark_module("ssl_quality")
+    meta = report["meta"]
+    return "\n".join(
+        [
+            "## Representation quality: per-replica vs synchronised batch norm\n",
+            "SimSiam, SimCLR and Barlow Twins trained self-supervised under (a) 4 replicas "
+            "with per-replica batch norm, (b) 4 replicas with synchronised batch norm and (c) "
+            "one device with the global batch; test kNN accuracy of the backbone's "
+            "embeddings.\n",
+            module.setup_markdown(report),
+            f"![kNN accuracy vs per-replica batch]({plot.name})\n",
+            f"Figure: `{meta['command']}`, then `python benchmark/report.py` "
+            f"(from `{results_name}`).\n",
+            module.tables_markdown(report, level=3),
+            "### Conclusion\n",
+            ssl_conclusion(report),
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Sync batch-norm overhead.
+# --------------------------------------------------------------------------------------
+
+
+def overhead_series(report: dict[str, Any]) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """Step-time ratio to plain batch norm: panel -> variant -> [(replicas, ratio)].
+
+    Panels are the small-model settings of `step_time` and the models of
+    `resnet_step_time` (when that section exists).
+    """
+    panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for row in report.get("step_time") or []:
+        panel = panels.setdefault(f"{row['setting']} (small ResNet)", {})
+        for variant in ("keras", "ours"):
+            key = f"{variant}_over_plain"
+            if row.get(key) is not None:
+                panel.setdefault(variant, []).append((row["replicas"], row[key]))
+    for row in report.get("resnet_step_time") or []:
+        panel = panels.setdefault(str(row.get("model", "ResNet")), {})
+        for variant, ratio in (row.get("over_plain") or {}).items():
+            if variant != "plain" and ratio is not None:
+                panel.setdefault(variant, []).append((row["replicas"], ratio))
+    return {name: panel for name, panel in panels.items() if panel}
+
+
+def plot_overhead(report: dict[str, Any], path: Path) -> bool:
+    """Step time / plain step time vs replicas; returns False when there is nothing to plot."""
+    panels = overhead_series(report)
+    if not panels:
+        return False
+    figure, axes = plt.subplots(
+        1, len(panels), figsize=(4.0 * len(panels), 3.6), squeeze=False, sharey=False
+    )
+    for axis, (name, panel) in zip(axes[0], panels.items(), strict=True):
+        replica_counts = sorted({r for series in panel.values() for r, _ in series})
+        for variant, series in panel.items():
+            label, color, marker = VARIANT_STYLE.get(variant, (variant, None, "x"))
+            series = sorted(series)
+            axis.plot(
+                [r for r, _ in series],
+                [ratio for _, ratio in series],
+                label=label,
+                color=color,
+                marker=marker,
+            )
+        axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(replica_counts, [str(r) for r in replica_counts])
+        axis.minorticks_off()
+        axis.set_xlabel("replicas")
+        axis.set_title(name, fontsize=10)
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("step time / plain BN step time")
+    # Panels may show different variants (a group of 2 needs 4 replicas): one legend for all.
+    legend = {}
+    for axis in axes[0]:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    figure.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), fontsize=8)
+    figure.suptitle(f"Sync batch-norm overhead ({report['meta']['hardware']})", fontsize=10)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def overhead_conclusion(report: dict[str, Any]) -> str:
+    """At the largest replica count of each panel, ours' overhead next to Keras'."""
+    sentences = []
+    for name, panel in overhead_series(report).items():
+        if "ours" not in panel:
+            continue
+        replicas, ours = max(panel["ours"])
+        text = f"{name}, {replicas} replicas: ours {100 * (ours - 1):+.0f}% step time"
+        keras_ratio = dict(panel.get("keras", [])).get(replicas)
+        if keras_ratio is not None:
+            text += f", Keras' synchronised batch norm {100 * (keras_ratio - 1):+.0f}%"
+        sentences.append(text)
+    if not sentences:
+        return ""
+    return (
+        "Overhead over plain batch norm at the largest replica count measured: "
+        + "; ".join(sentences)
+        + ". The replicas share one host, so these are synchronisation costs, not speed-ups.\n"
+    )
+
+
+def sync_bn_section(report: dict[str, Any], plot: Path | None, results_name: str) -> str:
+    meta = report["meta"]
+    # Sections kept from earlier invocations were measured by other commands.
+    kept = (meta.get("kept_sections") or {}).values()
+    commands = list(dict.fromkeys([meta["command"], *(info["command"] for info in kept)]))
+    parts = [f"## Sync batch-norm cost (`{results_name}`)\n"]
+    if plot is not None:
+        parts += [
+            f"![Step time relative to plain batch norm vs replicas]({plot.name})\n",
+            f"Figure: {' and '.join(f'`{c}`' for c in commands)}, then "
+            "`python benchmark/report.py`.\n",
+            overhead_conclusion(report),
+        ]
+    try:
+        tables = load_benchmark_module("sync_bn").render_markdown(report)
+    # The JSON may predate or postdate the script: say so rather than fail the report.
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        tables = (
+            f"(`benchmark/sync_bn.py` cannot render `{results_name}`: "
+            f"{type(error).__name__}: {error}. Rerun `{meta['command']}`.)\n"
+        )
+    parts.append(demote_headings(tables, 2))
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# Architecture builders.
+# --------------------------------------------------------------------------------------
+
+
+def architectures_section(report: dict[str, Any]) -> str:
+    def number(value: float | None, digits: int = 2) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    rows = []
+    for row in report.get("builds", []):
+        rebuild, backbone = row.get("rebuild_s"), row.get("backbone_s")
+        ratio = rebuild / backbone if rebuild is not None and backbone else None
+        rows.append(
+            [
+                row["builder"],
+                f"{row['params']:,}",
+                row["batch_norm_layers"],
+                row["synced_layers"],
+                number(row["build_plain_s"]),
+                number(row["build_sync_s"]),
+                "-" if ratio is None else f"{100 * ratio:.0f}%",
+            ]
+        )
+    command = "python benchmark/architectures.py" + (" --quick" if report.get("quick") else "")
+    parts = [
+        "## Architecture builders (`architectures.json`)\n",
+        f"Measured {report.get('date', '?')} on {report.get('machine', '?')}, TensorFlow "
+        f"{report.get('tensorflow', '?')}, Keras {report.get('keras', '?')}; builds at "
+        f"{report.get('size', '?')}x{report.get('size', '?')}. Command: `{command}`.\n",
+        markdown_table(
+            [
+                "builder",
+                "params",
+                "BN layers",
+                "synced",
+                "build plain (s)",
+                "build sync_bn (s)",
+                "rebuild / backbone",
+            ],
+            rows,
+        )
+        + "\n",
+    ]
+    step = report.get("step")
+    if step:
+        parts.append(
+            f"Training step of ResNet18Sim at {report['step_size']}x{report['step_size']} on 4 "
+            f"replicas: synced / plain step time {step['sync_over_plain']:.2f} (median of "
+            f"{report['repeats']} steps).\n"
+        )
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# The report.
+# --------------------------------------------------------------------------------------
+
+
+def machines_table(sources: dict[str, dict[str, Any]]) -> str:
+    rows = []
+    for name, report in sources.items():
+        meta = report.get("meta", report)
+        rows.append(
+            [
+                f"`{name}`",
+                meta.get("date_utc") or meta.get("date", "?"),
+                meta.get("hardware") or meta.get("machine", "?"),
+                meta.get("platform", "-"),
+                f"TF {meta.get('tensorflow', '?')}, Keras {meta.get('keras', '?')}",
+            ]
+        )
+    return markdown_table(["results", "date", "machine", "platform", "versions"], rows)
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the repository root when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(BENCHMARK_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
+def build_report(results: Path, out: Path) -> str:
+    """Writes the plots into `out` and returns the markdown of REPORT.md."""
+    sources = {
+        name: data
+        for name in ("ssl_quality.json", "sync_bn.json", "sync_bn_gpu.json", "architectures.json")
+        if (data := load_json(results / name)) is not None
+    }
+    generated = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    parts = [
+        "# Benchmark report\n",
+        "Assembled by `python benchmark/report.py` from the JSON results in "
+        f"`{display_path(results)}/`, {generated} (UTC). Every number and figure below is "
+        "computed from those files; each section names the command that produced its data.\n",
+    ]
+    if not sources:
+        parts.append("No results found: run the benchmark scripts first.\n")
+        return "\n".join(parts)
+    parts += ["## Machines\n", machines_table(sources) + "\n"]
+
+    if "ssl_quality.json" in sources:
+        plot = out / "ssl_quality.png"
+        plot_ssl_quality(sources["ssl_quality.json"], plot)
+        parts.append(ssl_section(sources["ssl_quality.json"], plot, "ssl_quality.json"))
+    for name in ("sync_bn.json", "sync_bn_gpu.json"):
+        if name in sources:
+            plot = out / name.replace(".json", "_overhead.png")
+            drawn = plot_overhead(sources[name], plot)
+            parts.append(sync_bn_section(sources[name], plot if drawn else None, name))
+    if "architectures.json" in sources:
+        parts.append(architectures_section(sources["architectures.json"]))
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = args.out or args.results
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = build_report(args.results, out)
+    path = out / "REPORT.md"
+    path.write_text(markdown)
+    print(f"Wrote {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()

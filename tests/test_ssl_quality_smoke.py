@@ -1,0 +1,217 @@
+"""Smoke tests of `benchmark/ssl_quality.py --quick` and of `benchmark/report.py`.
+
+The end-to-end test checks that the quality pipeline runs and writes tables
+and JSON of the expected structure (not their values: one epoch on a subset
+measures nothing). The report tests feed `report.py` hand-made results whose
+conclusions are known, so a wrong comparison or a wrong sign fails them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARK = ROOT / "benchmark"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARK / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    # Dataclasses resolve their annotations through sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def summary_row(algorithm, batch, setting, values, single_values=None):
+    import statistics
+
+    row = {
+        "algorithm": algorithm,
+        "batch_per_replica": batch,
+        "setting": setting,
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values),
+        "min": min(values),
+        "max": max(values),
+    }
+    if single_values is not None:
+        differences = [v - s for v, s in zip(values, single_values, strict=True)]
+        row["diff_vs_single_mean"] = statistics.fmean(differences)
+        row["diff_vs_single_std"] = statistics.stdev(differences)
+    return row
+
+
+def fake_ssl_report() -> dict:
+    """SimCLR at batch 8: (b) equals (c) exactly, (a) is 10 points lower on every seed."""
+    single = [0.80, 0.82, 0.84]
+    per_replica = [v - 0.10 for v in single]
+    summary = [
+        summary_row("simclr", 8, "single", single),
+        summary_row("simclr", 8, "sync", single, single),
+        summary_row("simclr", 8, "per_replica", per_replica, single),
+    ]
+    return {
+        "meta": {
+            "command": "python benchmark/ssl_quality.py",
+            "date_utc": "2026-01-01T00:00:00+00:00",
+            "hardware": "4 logical CPU devices on 2 CPU cores (x86_64)",
+            "platform": "Linux",
+            "python": "3.11",
+            "tensorflow": "2.x",
+            "keras": "3.x",
+            "elapsed_s": 60.0,
+            "data_source": "fake",
+            "train_images": 10,
+            "test_images": 5,
+            "backbone_params": 1000,
+            "backbone_batch_norm_layers": 9,
+            "complete": True,
+            "config": {
+                "image_size": 16,
+                "width": 16,
+                "epochs": 1,
+                "batch_sizes": [8],
+                "seeds": [0, 1, 2],
+                "algorithms": ["simclr"],
+                "learning_rate": 0.002,
+                "projector_dim": 64,
+                "quick": False,
+            },
+        },
+        "baselines": [
+            {"name": "raw pixels", "knn_accuracy": 0.9},
+            {"name": "untrained backbone", "seed": 0, "knn_accuracy": 0.5},
+        ],
+        "runs": [],
+        "summary": summary,
+    }
+
+
+def test_conclusion_is_computed_from_the_numbers():
+    report = load("report")
+    text = report.ssl_conclusion(fake_ssl_report())
+    assert "within the seed spread of one device (c) in 1 of 1" in text
+    assert "largest difference of means is 0.0 points" in text
+    assert "outside the seed spread of (c) in 1 of 1 cells" in text
+    assert "largest shortfall is 10.0 points (SimCLR, 8 images per replica" in text
+    assert "(a) - (c) is -10.0 points" in text
+
+
+def test_paired_runs_count_exact_agreement():
+    report = load("report")
+    fake = fake_ssl_report()
+
+    def run(setting, seed, accuracy, loss):
+        return {
+            "algorithm": "simclr",
+            "batch_per_replica": 8,
+            "setting": setting,
+            "seed": seed,
+            "knn_accuracy": accuracy,
+            "final_loss": loss,
+        }
+
+    fake["runs"] = [
+        run("single", 0, 0.8, 5.0),
+        run("sync", 0, 0.8, 5.001),
+        run("per_replica", 0, 0.6, 6.0),
+        run("single", 1, 0.8, 5.0),
+        run("sync", 1, 0.6, 5.0),
+        run("per_replica", 1, 0.8, 6.0),
+    ]
+    text = report.paired_runs_sentence(fake)
+    assert "(b) gives exactly the same kNN accuracy as (c) in 1 of 2 paired runs" in text
+    assert "(largest difference 20.0 points), and its last-epoch mean loss" in text
+    assert "by at most 0.001" in text
+    assert "(a) gives exactly the same kNN accuracy as (c) in 1 of 2 paired runs" in text
+
+
+def test_overhead_series_reads_both_step_time_sections():
+    report = load("report")
+    sync_bn = {
+        "step_time": [
+            {
+                "setting": "latency-bound",
+                "replicas": 2,
+                "ours_over_plain": 1.2,
+                "keras_over_plain": 1.6,
+            },
+            {
+                "setting": "latency-bound",
+                "replicas": 4,
+                "ours_over_plain": 1.3,
+                "keras_over_plain": 1.9,
+            },
+        ],
+        "resnet_step_time": [
+            {"model": "ResNet-18", "replicas": 4, "over_plain": {"plain": 1.0, "ours": 1.1}},
+        ],
+    }
+    series = report.overhead_series(sync_bn)
+    assert series["latency-bound (small ResNet)"] == {
+        "keras": [(2, 1.6), (4, 1.9)],
+        "ours": [(2, 1.2), (4, 1.3)],
+    }
+    assert series["ResNet-18"] == {"ours": [(4, 1.1)]}
+    text = report.overhead_conclusion(sync_bn)
+    assert "latency-bound (small ResNet), 4 replicas: ours +30% step time" in text
+    assert "Keras' synchronised batch norm +90%" in text
+
+
+def test_report_writes_plots_and_markdown(tmp_path):
+    report = load("report")
+    (tmp_path / "ssl_quality.json").write_text(json.dumps(fake_ssl_report()))
+    path = report.main(["--results", str(tmp_path)])
+    text = path.read_text()
+    assert (tmp_path / "ssl_quality.png").stat().st_size > 0
+    assert "![kNN accuracy vs per-replica batch](ssl_quality.png)" in text
+    assert "| 8 | 32 | 72.0 ± 2.0 (70.0-74.0) | 82.0 ± 2.0 (80.0-84.0) |" in text
+    assert "-10.0 ± 0.0" in text
+
+
+@pytest.mark.slow
+def test_quick_run_writes_tables_and_json(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARK / "ssl_quality.py"), "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads((tmp_path / "ssl_quality.json").read_text())
+    config = report["meta"]["config"]
+    assert config["quick"] and report["meta"]["complete"]
+    cells = {
+        (r["algorithm"], r["batch_per_replica"], r["setting"], r["seed"]) for r in report["runs"]
+    }
+    assert cells == {
+        (a, b, s, seed)
+        for a in config["algorithms"]
+        for b in config["batch_sizes"]
+        for s in ("per_replica", "sync", "single")
+        for seed in config["seeds"]
+    }
+    for run in report["runs"]:
+        assert 0.0 <= run["knn_accuracy"] <= 1.0
+        assert run["replicas"] == (1 if run["setting"] == "single" else 4)
+        assert run["global_batch"] == 4 * run["batch_per_replica"]
+    assert {b["name"] for b in report["baselines"]} == {"raw pixels", "untrained backbone"}
+    assert len(report["summary"]) == len(cells) // len(config["seeds"])
+
+    markdown = (tmp_path / "ssl_quality.md").read_text()
+    assert "| per-replica batch | global batch | (a) per-replica BN |" in markdown
+    assert "## SimCLR" in markdown
+
+    built = load("report").main(["--results", str(tmp_path)])
+    assert (tmp_path / "ssl_quality.png").exists()
+    assert "### Conclusion" in built.read_text()
