@@ -199,3 +199,5 @@ def test_multi_worker_step_matches_single_device(tmp_path):
             np.testing.assert_allclose(float(got["loss"]), ref_loss, rtol=1e-5, atol=1e-5)
             weights = [got[f"w{i}"] for i in range(len(initial))]
             assert_same_update(weights, ref_weights, initial)
+            more = got["more_losses"]
+            assert np.all(np.isfinite(more)) and more[-1] < more[0], (algorithm, more)
