@@ -62,9 +62,7 @@ import datetime
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -82,6 +80,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tensorflow_similarity.distribute.local_cluster import run_local_workers  # noqa: E402
 from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
 NUM_LOGICAL_DEVICES = 8
@@ -949,21 +948,6 @@ def measure_resnets(
 WORKER_SCRIPT = Path(__file__).resolve().parent / "sync_bn_worker.py"
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def run_worker_group(args: Sequence[str], num_workers: int, timeout: float) -> list[str]:
     """Runs `sync_bn_worker.py` in `num_workers` processes with a shared `TF_CONFIG`.
 
@@ -975,62 +959,7 @@ def run_worker_group(args: Sequence[str], num_workers: int, timeout: float) -> l
     Raises:
         RuntimeError: If a worker fails or the group outlives `timeout` seconds.
     """
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(num_workers)]}
-    procs: list[subprocess.Popen] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        logs = [Path(tmp) / f"worker-{index}.log" for index in range(num_workers)]
-        try:
-            for index, log_path in enumerate(logs):
-                env = {
-                    **os.environ,
-                    "TF_CONFIG": json.dumps(
-                        {"cluster": cluster, "task": {"type": "worker", "index": index}}
-                    ),
-                    "TF_CPP_MIN_LOG_LEVEL": "2",
-                    # One CPU replica per worker, even on a GPU host.
-                    "CUDA_VISIBLE_DEVICES": "",
-                }
-                with open(log_path, "wb") as out:
-                    procs.append(
-                        subprocess.Popen(
-                            [sys.executable, str(WORKER_SCRIPT), *args],
-                            env=env,
-                            stdout=out,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                        )
-                    )
-            deadline = time.monotonic() + timeout
-            while any(p.poll() is None for p in procs):
-                if any(p.poll() not in (None, 0) for p in procs):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"workers timed out after {timeout:.0f} s:\n{tail_logs(logs)}"
-                    )
-                time.sleep(0.2)
-            if any(p.returncode != 0 for p in procs):
-                raise RuntimeError(
-                    f"a worker failed (exit codes {[p.poll() for p in procs]}):\n" + tail_logs(logs)
-                )
-            return [log_path.read_text(errors="replace") for log_path in logs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            for p in procs:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-
-
-def tail_logs(logs: Sequence[Path]) -> str:
-    parts = []
-    for index, log_path in enumerate(logs):
-        text = log_path.read_text(errors="replace") if log_path.exists() else "<no log>"
-        parts.append(f"--- worker {index} ---\n{text[-3000:]}")
-    return "\n".join(parts)
+    return run_local_workers(WORKER_SCRIPT, num_workers, list(args), timeout=timeout)
 
 
 def measure_multiworker(config: RunConfig, timeout: float) -> dict[str, Any]:
