@@ -10,9 +10,12 @@ import pytest
 from tensorflow_similarity.architectures import BackboneSim
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
-from tests.architectures.step_parity import assert_step_matches_single_device, batch_norm_layers
-
-SYNC_IDS = ["plain", "sync", "group2"]
+from tests.architectures.step_parity import (
+    SYNC_IDS,
+    SYNC_VARIANTS,
+    assert_step_matches_single_device,
+    batch_norm_layers,
+)
 
 
 def keras_cv_backbone() -> keras.Model:
@@ -38,9 +41,7 @@ def test_batch_norm_layers_follow_sync_bn(sync_bn):
     assert not any(isinstance(bn, SyncBatchNormalization) for bn in batch_norm_layers(backbone))
 
 
-@pytest.mark.parametrize(
-    ("sync_bn", "group_size"), [(False, 1), (True, 4), (GroupSyncBatchNorm(2), 2)], ids=SYNC_IDS
-)
+@pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
 def test_training_step_matches_single_device(sync_bn, group_size):
     assert_step_matches_single_device(
         lambda s: BackboneSim(keras_cv_backbone(), embedding_size=8, sync_bn=s),

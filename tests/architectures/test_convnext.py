@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tensorflow_similarity.architectures import ConvNeXtSim
-from tests.architectures.step_parity import batch_norm_layers
+from tests.architectures.step_parity import assert_step_matches_single_device, batch_norm_layers
 
 
 def test_sync_bn_warns_and_model_round_trips(tmp_path):
@@ -24,6 +24,19 @@ def test_sync_bn_warns_and_model_round_trips(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(loaded(x), model(x))
+
+
+def test_training_step_matches_single_device_with_sync_bn():
+    # No batch norm, so nothing couples samples: with sync_bn=True the 4-replica step
+    # must equal one device with the whole batch (eager, see step_parity).
+    with pytest.warns(UserWarning, match="LayerNormalization"):
+        assert_step_matches_single_device(
+            lambda s: ConvNeXtSim((32, 32, 3), embedding_size=8, sync_bn=s),
+            True,
+            group_size=4,
+            per_replica=1,
+            compiled=False,
+        )
 
 
 def test_partial_trains_the_last_stage_only():

@@ -9,10 +9,12 @@ import pytest
 from tensorflow_similarity.architectures import ResNet18Sim, build_resnet18
 from tensorflow_similarity.distribute import GroupSyncBatchNorm, SyncBatchNormPlugin
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
-from tests.architectures.step_parity import assert_step_matches_single_device, batch_norm_layers
-
-SYNC_VARIANTS = [(False, 1), (True, 4), (GroupSyncBatchNorm(2), 2)]
-SYNC_IDS = ["plain", "sync", "group2"]
+from tests.architectures.step_parity import (
+    SYNC_IDS,
+    SYNC_VARIANTS,
+    assert_step_matches_single_device,
+    batch_norm_layers,
+)
 
 
 @pytest.mark.parametrize("sync_bn", [False, True, GroupSyncBatchNorm(2)], ids=SYNC_IDS)

@@ -9,7 +9,12 @@ import pytest
 from tensorflow_similarity.architectures import ResNet50Sim, build_resnet50
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
-from tests.architectures.step_parity import assert_step_matches_single_device, batch_norm_layers
+from tests.architectures.step_parity import (
+    SYNC_IDS,
+    SYNC_VARIANTS,
+    assert_step_matches_single_device,
+    batch_norm_layers,
+)
 
 
 @pytest.mark.parametrize(
@@ -26,13 +31,15 @@ def test_batch_norm_layers_follow_sync_bn(sync_bn, group_sizes):
     assert {layer.group_size for layer in synced} == group_sizes
 
 
-# Tracing a 4-replica step of the whole network costs about 2 CPU-minutes, so only
-# sync_bn=True runs here; plain and grouped batch norm go through the same helper
-# in the ResNet-18 and BackboneSim tests.
-@pytest.mark.slow
-def test_training_step_matches_single_device():
+# Eager: tracing a 4-replica graph of the whole network costs ~75 s per setting on
+# 2 cores; the compiled path runs in the ResNet-18 and BackboneSim step tests.
+@pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
+def test_training_step_matches_single_device(sync_bn, group_size):
     assert_step_matches_single_device(
-        lambda s: ResNet50Sim((32, 32, 3), embedding_size=8, sync_bn=s), True, group_size=4
+        lambda s: ResNet50Sim((32, 32, 3), embedding_size=8, sync_bn=s),
+        sync_bn,
+        group_size,
+        compiled=False,
     )
 
 
