@@ -18,7 +18,8 @@ tiny, BackboneSim on a keras-cv ResNetV2) at `--size` (224 by default):
    (medians of `--repeats` steps after one warm-up step).
 
 Every construction time is the median of `--build-repeats` runs, plain and
-synced interleaved, so that load from other processes hits both alike.
+synced interleaved (alternating which goes first, with garbage collected
+before each), so that load from other processes hits both alike.
 The replicas are logical CPUs carved out of one host: step times measure the
 synchronisation overhead, not a speed-up. Results go to
 `<out>/architectures.md` and `<out>/architectures.json`.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import platform
@@ -52,6 +54,8 @@ NUM_REPLICAS = 4
 
 
 def _seconds(fn):
+    # Collect first, so that no timed build pays for the garbage of the one before.
+    gc.collect()
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start
@@ -130,12 +134,13 @@ def measure_builds(size: int, quick: bool, repeats: int) -> list[dict]:
             "rebuild_shared_s": [],
         }
         del plain, synced
-        for _ in range(repeats):
+        for repeat in range(repeats):
             keras.backend.clear_session()
-            row["build_plain_s"].append(_seconds(lambda build=build: build(False))[1])
-            row["build_sync_s"].append(
-                _seconds(lambda build=build: quietly(lambda: build(True)))[1]
-            )
+            # Alternate which of the two goes first, so neither always runs on a fresh session.
+            order = (False, True) if repeat % 2 == 0 else (True, False)
+            for sync_bn in order:
+                seconds = _seconds(lambda build=build, s=sync_bn: quietly(lambda: build(s)))[1]
+                row["build_sync_s" if sync_bn else "build_plain_s"].append(seconds)
             if build_backbone is not None:
                 backbone, seconds = _seconds(build_backbone)
                 row["backbone_s"].append(seconds)
@@ -238,7 +243,8 @@ def write_results(out: Path, payload: dict) -> str:
         )
     lines += [
         "",
-        f"Build times are medians of {payload['build_repeats']} runs. Target: build sync_bn "
+        f"Build times are medians of {payload['build_repeats']} runs, plain and sync_bn "
+        "interleaved, alternating which goes first. Target: build sync_bn "
         "<= 1.5x build plain. EfficientNetSim and ConvNeXtSim convert their own temporary "
         "application with `share_layers=True` (the shared column); BackboneSim copies the "
         "caller's backbone (the copy column). Rebuild percentages are of the backbone's "
@@ -277,7 +283,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=224, help="image size of the builds")
     parser.add_argument("--step-size", type=int, default=32, help="image size of the step")
     parser.add_argument("--repeats", type=int, default=5, help="timed training steps")
-    parser.add_argument("--build-repeats", type=int, default=3, help="timed builds (median)")
+    parser.add_argument("--build-repeats", type=int, default=4, help="timed builds (median)")
     parser.add_argument("--no-step", action="store_true", help="skip the training step")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
