@@ -814,6 +814,10 @@ class _InterruptAfterEpoch(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if epoch + 1 == self.epoch:
+            # This hook stands in for a user's Ctrl-C. A process started in the background
+            # by a non-interactive shell inherits SIGINT ignored (then Python installs no
+            # handler), so restore Python's handler first or the signal would be dropped.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             os.kill(os.getpid(), signal.SIGINT)
             # The handler raises KeyboardInterrupt at the next bytecode; make it certain.
             time.sleep(1.0)
