@@ -1,0 +1,48 @@
+"""Smoke test of `benchmark/architectures.py --quick`: builds time, counts and tables are written.
+
+Run in a subprocess, as a user would, because the script configures its own
+logical devices. Timings are never asserted; layer and parameter counts are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmark" / "architectures.py"
+
+
+def test_quick_run_writes_build_rows_and_tables(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--no-step", "--out", str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    payload = json.loads((tmp_path / "architectures.json").read_text())
+    assert payload["quick"] and payload["size"] == 64 and payload["build_repeats"] == 1
+    rows = {row["builder"]: row for row in payload["builds"]}
+    assert set(rows) == {"ResNet18Sim", "EfficientNetSim(B0)"}
+    assert (rows["ResNet18Sim"]["batch_norm_layers"], rows["ResNet18Sim"]["synced_layers"]) == (
+        20,
+        20,
+    )
+    assert rows["ResNet18Sim"]["rebuild_copy_s"] is None  # native: nothing to rebuild
+    efficientnet = rows["EfficientNetSim(B0)"]
+    assert efficientnet["batch_norm_layers"] == efficientnet["synced_layers"] == 49
+    for row in rows.values():
+        assert row["build_plain_s"] > 0 and row["build_sync_s"] > 0
+        assert row["sync_over_plain"] == row["build_sync_s"] / row["build_plain_s"]
+    assert efficientnet["rebuild_copy_s"] > 0 and efficientnet["rebuild_shared_s"] > 0
+    assert "step" not in payload
+
+    markdown = (tmp_path / "architectures.md").read_text()
+    assert f"| ResNet18Sim | {rows['ResNet18Sim']['params']:,} | 20 | 20 |" in markdown
+    assert "alternating which goes first" in markdown
