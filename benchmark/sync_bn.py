@@ -80,6 +80,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tensorflow_similarity.architectures.head import all_layers  # noqa: E402
 from tensorflow_similarity.distribute.local_cluster import run_local_workers  # noqa: E402
 from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
@@ -783,16 +784,6 @@ def build_resnet_variant(setting: ResNetSetting, variant: str) -> keras.Model:
     sync_bn = {"plain": False, "keras": False, "ours": True, "ours_g2": GroupSyncBatchNorm(2)}
     model = builder((setting.image_size, setting.image_size, 3), sync_bn=sync_bn[variant])
     return keras_synchronized(model) if variant == "keras" else model
-
-
-def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    """Every layer of `model`, nested models' layers included."""
-    layers = []
-    for layer in model.layers:
-        layers.append(layer)
-        if isinstance(layer, keras.Model):
-            layers.extend(all_layers(layer))
-    return layers
 
 
 def model_structure(model: keras.Model) -> dict[str, Any]:
