@@ -440,52 +440,22 @@ def sync_bn_section(report: dict[str, Any], plot: Path | None, results_name: str
 
 
 def architectures_section(report: dict[str, Any]) -> str:
-    def number(value: float | None, digits: int = 2) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
-
-    rows = []
-    for row in report.get("builds", []):
-        rebuild, backbone = row.get("rebuild_s"), row.get("backbone_s")
-        ratio = rebuild / backbone if rebuild is not None and backbone else None
-        rows.append(
-            [
-                row["builder"],
-                f"{row['params']:,}",
-                row["batch_norm_layers"],
-                row["synced_layers"],
-                number(row["build_plain_s"]),
-                number(row["build_sync_s"]),
-                "-" if ratio is None else f"{100 * ratio:.0f}%",
-            ]
-        )
     command = "python benchmark/architectures.py" + (" --quick" if report.get("quick") else "")
-    parts = [
-        "## Architecture builders (`architectures.json`)\n",
-        f"Measured {report.get('date', '?')} on {report.get('machine', '?')}, TensorFlow "
-        f"{report.get('tensorflow', '?')}, Keras {report.get('keras', '?')}; builds at "
-        f"{report.get('size', '?')}x{report.get('size', '?')}. Command: `{command}`.\n",
-        markdown_table(
-            [
-                "builder",
-                "params",
-                "BN layers",
-                "synced",
-                "build plain (s)",
-                "build sync_bn (s)",
-                "rebuild / backbone",
-            ],
-            rows,
+    try:
+        tables = load_benchmark_module("architectures").render_markdown(report)
+    # The JSON may predate or postdate the script: say so rather than fail the report.
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        tables = (
+            f"(`benchmark/architectures.py` cannot render `architectures.json`: "
+            f"{type(error).__name__}: {error}. Rerun `{command}`.)\n"
         )
-        + "\n",
-    ]
-    step = report.get("step")
-    if step:
-        parts.append(
-            f"Training step of ResNet18Sim at {report['step_size']}x{report['step_size']} on 4 "
-            f"replicas: synced / plain step time {step['sync_over_plain']:.2f} (median of "
-            f"{report['repeats']} steps).\n"
-        )
-    return "\n".join(parts)
+    return "\n".join(
+        [
+            "## Architecture builders (`architectures.json`)\n",
+            f"Command: `{command}`.\n",
+            demote_headings(tables, 2),
+        ]
+    )
 
 
 # --------------------------------------------------------------------------------------

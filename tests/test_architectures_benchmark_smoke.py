@@ -6,6 +6,7 @@ logical devices. Timings are never asserted; layer and parameter counts are.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -46,3 +47,16 @@ def test_quick_run_writes_build_rows_and_tables(tmp_path):
     markdown = (tmp_path / "architectures.md").read_text()
     assert f"| ResNet18Sim | {rows['ResNet18Sim']['params']:,} | 20 | 20 |" in markdown
     assert "alternating which goes first" in markdown
+    over = sum(row["sync_over_plain"] > 1.5 for row in rows.values())
+    assert f"met by {2 - over} of 2 rows" in markdown
+
+    # The report renders the same tables, rebuild columns included.
+    spec = importlib.util.spec_from_file_location("benchmark_report", REPO / "benchmark/report.py")
+    report = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = report
+    spec.loader.exec_module(report)
+    section = report.architectures_section(payload)
+    shared = efficientnet["rebuild_shared_s"]
+    percent = 100 * shared / efficientnet["backbone_s"]
+    assert f"| {shared:.2f} ({percent:.0f}%) |" in section
+    assert f"met by {2 - over} of 2 rows" in section

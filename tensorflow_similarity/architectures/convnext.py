@@ -176,4 +176,4 @@ def build_convnext(
     )
     # The application is this function's own temporary: converting it in
     # place of copying it makes the rebuild a fraction of the construction.
-    return synchronise("ConvNeXtSim", backbone, plugin, owned=True)
+    return synchronise("ConvNeXtSim", backbone, plugin, share_layers=True)

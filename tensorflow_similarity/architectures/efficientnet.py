@@ -170,4 +170,4 @@ def build_efficientnet(
     )
     # The application is this function's own temporary: converting it in
     # place of copying it makes the rebuild a fraction of the construction.
-    return synchronise("EfficientNetSim", backbone, plugin, owned=True)
+    return synchronise("EfficientNetSim", backbone, plugin, share_layers=True)

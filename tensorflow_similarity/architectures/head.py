@@ -225,7 +225,7 @@ def synchronise(
     backbone: keras.Model,
     plugin: SyncBatchNormPlugin | None,
     *,
-    owned: bool = False,
+    share_layers: bool = False,
 ) -> keras.Model:
     """Upgrades a built backbone's batch-norm layers with the plugin, keeping its weights.
 
@@ -236,11 +236,12 @@ def synchronise(
         builder: Name of the calling builder, for the warning.
         backbone: A Functional or Sequential model.
         plugin: The sync-BN plugin, or `None` (the backbone is returned as is).
-        owned: Whether `backbone` is the builder's own temporary, which
-            nobody else holds. Then the result reuses its layers and variables
-            other than batch norm (`convert_sync_batchnorm(...,
-            share_layers=True)`), which costs a fraction of a copy. Defaults
-            to `False`: a copy, leaving `backbone` (a caller's model) as it is.
+        share_layers: Whether the result reuses the layers and variables of
+            `backbone` other than batch norm (`convert_sync_batchnorm(...,
+            share_layers=True)`), which costs a fraction of a copy: for a
+            builder's own temporary, or a caller's backbone the result is
+            meant to be built on. Defaults to `False`: a copy, leaving
+            `backbone` as it is.
 
     Returns:
         The converted backbone, or `backbone` when there is nothing to convert.
@@ -258,7 +259,7 @@ def synchronise(
         return backbone
     from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
 
-    return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=owned)
+    return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=share_layers)
 
 
 def all_layers(model: keras.Model) -> list[keras.layers.Layer]:

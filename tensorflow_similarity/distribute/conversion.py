@@ -234,7 +234,7 @@ def _rebuild(
         )
         return model
     if share_layers:
-        _check_shareable(model, reachable, function)
+        check_shareable(model, reachable, function)
 
     # Replacements are created before cloning so that a layer the plugin rejects
     # fails the call before any copy is built.
@@ -324,17 +324,28 @@ def _build_as_copy(old: keras.layers.Layer, new: keras.layers.Layer) -> bool:
     )
 
 
-def _check_shareable(
-    model: keras.Model, reachable: list[keras.layers.Layer], function: str
+def check_shareable(
+    model: keras.Model, replaced_layers: list[keras.layers.Layer], function: str
 ) -> None:
     """Raises if the variables to share do not belong to the current distribution strategy.
 
     A layer is reused with its variables as they are: one created outside the
     strategy's scope would not be mirrored, and the result would mix
-    per-replica and single-device variables.
+    per-replica and single-device variables. For `convert_sync_batchnorm` and
+    the builders that call it with `share_layers=True`, before any work.
+
+    Args:
+        model: The model whose layers are to be shared.
+        replaced_layers: The layers that will be replaced rather than shared;
+            their variables are not checked.
+        function: The caller's name, for the message.
+
+    Raises:
+        ValueError: If a variable to share was created under another
+            distribution strategy than the current one.
     """
     strategy = tf.distribute.get_strategy()
-    replaced = {id(variable) for layer in reachable for variable in layer.weights}
+    replaced = {id(variable) for layer in replaced_layers for variable in layer.weights}
     foreign = [
         variable.path
         for variable in model.weights
@@ -346,7 +357,7 @@ def _check_shareable(
             f"{function}(share_layers=True) reuses the variables of model {model.name!r}, but "
             f"{len(foreign)} of them (e.g. {foreign[0]!r}) were created under another "
             f"distribution strategy than the current one ({type(strategy).__name__}). Build "
-            "the model inside the same strategy.scope() as the conversion, or pass "
+            f"the model inside the same strategy.scope() as the call to {function}, or pass "
             "share_layers=False to convert a copy."
         )
 

@@ -16,6 +16,7 @@ from tests.architectures.step_parity import (
     assert_step_matches_single_device,
     batch_norm_layers,
 )
+from tests.conftest import mirrored_strategy
 
 
 def keras_cv_backbone() -> keras.Model:
@@ -37,8 +38,41 @@ def test_batch_norm_layers_follow_sync_bn(sync_bn):
     assert len(layers) == 13
     synced = [layer for layer in layers if isinstance(layer, SyncBatchNormalization)]
     assert len(synced) == (0 if sync_bn is False else 13)
-    # The caller's backbone is converted as a copy, not modified.
+    # The caller's backbone keeps its own batch-norm layers.
     assert not any(isinstance(bn, SyncBatchNormalization) for bn in batch_norm_layers(backbone))
+
+
+@pytest.mark.parametrize("share_layers", [True, False])
+def test_sync_bn_shares_the_backbones_other_layers_unless_asked_to_copy(share_layers):
+    backbone = keras_cv_backbone()
+    model = BackboneSim(backbone, sync_bn=True, share_layers=share_layers)
+    converted = model.layers[1]
+    callers = {id(layer) for layer in backbone.layers}
+    with_weights = [layer for layer in converted.layers if layer.weights]
+    shared = [layer for layer in with_weights if id(layer) in callers]
+    batch_norm = [layer for layer in with_weights if isinstance(layer, SyncBatchNormalization)]
+    assert len(batch_norm) == 13
+    assert len(with_weights) > len(batch_norm)
+    # Shared: every layer with weights except batch norm is the caller's own.
+    assert len(shared) == (len(with_weights) - len(batch_norm) if share_layers else 0)
+    callers_variables = {id(variable) for variable in backbone.weights}
+    shared_variables = [v for v in model.weights if id(v) in callers_variables]
+    assert len(shared_variables) == (len(backbone.weights) - 4 * 13 if share_layers else 0)
+
+
+def test_sharing_needs_the_backbone_built_under_the_current_strategy():
+    strategy = mirrored_strategy(2)
+    outside = keras_cv_backbone()
+    with strategy.scope():
+        with pytest.raises(ValueError, match=r"BackboneSim\(share_layers=True\).*strategy"):
+            BackboneSim(outside, sync_bn=True)
+        # A copy is created under the strategy: every variable is mirrored.
+        model = BackboneSim(outside, sync_bn=True, share_layers=False)
+    assert all(strategy.extended.variable_created_in_scope(v.value) for v in model.weights)
+    with strategy.scope():
+        inside = keras_cv_backbone()
+        shared = BackboneSim(inside, sync_bn=True)
+    assert all(strategy.extended.variable_created_in_scope(v.value) for v in shared.weights)
 
 
 @pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
@@ -87,3 +121,5 @@ def test_bad_arguments():
         BackboneSim(pooled)
     with pytest.raises(ValueError, match="rank 3"):
         BackboneSim(keras_cv_backbone(), input_shape=(32, 32))
+    with pytest.raises(TypeError, match="share_layers=True"):
+        BackboneSim(keras_cv_backbone(), sync_bn=True, share_layers="yes")
