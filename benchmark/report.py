@@ -89,6 +89,19 @@ def load_benchmark_module(name: str) -> ModuleType:
     return module
 
 
+def render_tables(name: str, report: dict[str, Any], results_name: str, command: str) -> str:
+    """`benchmark/<name>.py`'s own tables for `report`, headings demoted two levels."""
+    try:
+        tables = load_benchmark_module(name).render_markdown(report)
+    # The JSON may predate or postdate the script: say so rather than fail the report.
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        tables = (
+            f"(`benchmark/{name}.py` cannot render `{results_name}`: "
+            f"{type(error).__name__}: {error}. Rerun `{command}`.)\n"
+        )
+    return demote_headings(tables, 2)
+
+
 def demote_headings(markdown: str, levels: int) -> str:
     """Turns `# x` into `### x` (for `levels=2`), so a benchmark's report nests in this one."""
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + levels) + " ", markdown, flags=re.M)
@@ -422,15 +435,7 @@ def sync_bn_section(report: dict[str, Any], plot: Path | None, results_name: str
             "`python benchmark/report.py`.\n",
             overhead_conclusion(report),
         ]
-    try:
-        tables = load_benchmark_module("sync_bn").render_markdown(report)
-    # The JSON may predate or postdate the script: say so rather than fail the report.
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
-        tables = (
-            f"(`benchmark/sync_bn.py` cannot render `{results_name}`: "
-            f"{type(error).__name__}: {error}. Rerun `{meta['command']}`.)\n"
-        )
-    parts.append(demote_headings(tables, 2))
+    parts.append(render_tables("sync_bn", report, results_name, meta["command"]))
     return "\n".join(parts)
 
 
@@ -441,19 +446,11 @@ def sync_bn_section(report: dict[str, Any], plot: Path | None, results_name: str
 
 def architectures_section(report: dict[str, Any]) -> str:
     command = "python benchmark/architectures.py" + (" --quick" if report.get("quick") else "")
-    try:
-        tables = load_benchmark_module("architectures").render_markdown(report)
-    # The JSON may predate or postdate the script: say so rather than fail the report.
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
-        tables = (
-            f"(`benchmark/architectures.py` cannot render `architectures.json`: "
-            f"{type(error).__name__}: {error}. Rerun `{command}`.)\n"
-        )
     return "\n".join(
         [
             "## Architecture builders (`architectures.json`)\n",
             f"Command: `{command}`.\n",
-            demote_headings(tables, 2),
+            render_tables("architectures", report, "architectures.json", command),
         ]
     )
 
