@@ -56,8 +56,9 @@ def convert_sync_batchnorm(
     batch-norm layers are created (their weights copied) and the graph
     rewired. Nothing is rebuilt from config and no other variable is created
     or copied, which makes the conversion several times cheaper. It is meant
-    for a model you will discard, such as the temporary a builder makes and
-    converts. The original still computes what it did (it keeps its own
+    for a model the result replaces: the temporary a builder makes and
+    converts, or a backbone the result is built on (`BackboneSim` does so by
+    default). The original still computes what it did (it keeps its own
     plain batch-norm layers), but it shares every other layer with the
     result: training or freezing one trains or freezes the other. Its
     variables must belong to the distribution strategy of the call (build it
