@@ -33,6 +33,7 @@ setup(
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
+            "pytest-xdist>=3.5",
             "ruff>=0.5",
             "scikit-learn>=1.2",
             "matplotlib>=3.6",
