@@ -25,22 +25,20 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import re
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from benchmark_common import BENCHMARK_DIR, load_benchmark_module, markdown_table  # noqa: E402
 
-BENCHMARK_DIR = Path(__file__).resolve().parent
 SETTINGS = ("per_replica", "sync", "single")
 SETTING_STYLE = {
     "per_replica": ("(a) per-replica BN, 4 replicas", "tab:red", "o"),
@@ -79,16 +77,6 @@ def load_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text())
 
 
-def load_benchmark_module(name: str) -> ModuleType:
-    """Imports `benchmark/<name>.py`, whose renderers format that benchmark's tables."""
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARK_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses resolve their annotations through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def render_tables(name: str, report: dict[str, Any], results_name: str, command: str) -> str:
     """`benchmark/<name>.py`'s own tables for `report`, headings demoted two levels."""
     try:
@@ -105,12 +93,6 @@ def render_tables(name: str, report: dict[str, Any], results_name: str, command:
 def demote_headings(markdown: str, levels: int) -> str:
     """Turns `# x` into `### x` (for `levels=2`), so a benchmark's report nests in this one."""
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + levels) + " ", markdown, flags=re.M)
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def points(value: float) -> str:

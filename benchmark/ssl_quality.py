@@ -55,6 +55,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from benchmark_common import markdown_table  # noqa: E402
 
 from tensorflow_similarity import augmenters  # noqa: E402
 from tensorflow_similarity.augmenters import ViewAugmenter  # noqa: E402
@@ -442,12 +443,6 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 # Report.
 # --------------------------------------------------------------------------------------
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def percent(value: float) -> str:

@@ -79,6 +79,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from benchmark_common import markdown_table  # noqa: E402
 
 from tensorflow_similarity.architectures.head import all_layers  # noqa: E402
 from tensorflow_similarity.distribute.local_cluster import run_local_workers  # noqa: E402
@@ -1235,12 +1236,6 @@ def metadata(config: RunConfig, description: str, argv: Sequence[str]) -> dict[s
         ),
         "floor_replicas": list(config.floor_replicas),
     }
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def fmt(value: float, digits: int = 2) -> str:

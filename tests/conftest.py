@@ -6,7 +6,11 @@ this runs at import time, before any test module touches TensorFlow.
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -23,6 +27,18 @@ tf.config.set_logical_device_configuration(
 LOGICAL_CPUS = [d.name for d in tf.config.list_logical_devices("CPU")]
 
 _STRATEGIES: dict[int, tf.distribute.MirroredStrategy] = {}
+BENCHMARK_DIR = Path(__file__).resolve().parents[1] / "benchmark"
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """Imports `benchmark/<name>.py` without running it, as `benchmark/report.py` does.
+
+    The scripts import `benchmark_common` by file name, so their folder goes
+    on `sys.path` (at the end: it shadows nothing).
+    """
+    if str(BENCHMARK_DIR) not in sys.path:
+        sys.path.append(str(BENCHMARK_DIR))
+    return importlib.import_module("benchmark_common").load_benchmark_module(name)
 
 
 class _KeyedMirroredStrategy(tf.distribute.MirroredStrategy):

@@ -6,12 +6,13 @@ logical devices. Timings are never asserted; layer and parameter counts are.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "architectures.py"
@@ -51,11 +52,7 @@ def test_quick_run_writes_build_rows_and_tables(tmp_path):
     assert f"met by {2 - over} of 2 rows" in markdown
 
     # The report renders the same tables, rebuild columns included.
-    spec = importlib.util.spec_from_file_location("benchmark_report", REPO / "benchmark/report.py")
-    report = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = report
-    spec.loader.exec_module(report)
-    section = report.architectures_section(payload)
+    section = load_benchmark("report").architectures_section(payload)
     shared = efficientnet["rebuild_shared_s"]
     percent = 100 * shared / efficientnet["backbone_s"]
     assert f"| {shared:.2f} ({percent:.0f}%) |" in section

@@ -9,7 +9,6 @@ variance errors are deterministic and are.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -18,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "sync_bn.py"
@@ -254,7 +255,7 @@ def test_sections_flag_keeps_earlier_tables(quick_run, tmp_path):
 
 @pytest.mark.parametrize("text", ["resnet,bogus", ""])
 def test_unknown_section_fails_clearly(text):
-    sync_bn = _import_script()
+    sync_bn = load_benchmark("sync_bn")
     with pytest.raises(argparse.ArgumentTypeError, match="resnet,multiworker,floor"):
         sync_bn.parse_sections(text)
     assert sync_bn.parse_sections("floor,resnet") == ("resnet", "floor")
@@ -262,19 +263,7 @@ def test_unknown_section_fails_clearly(text):
 
 @pytest.mark.parametrize("text", ["0,2", "16", "two"])
 def test_bad_replica_counts_fail_clearly(text):
-    sync_bn = _import_script()
+    sync_bn = load_benchmark("sync_bn")
     with pytest.raises(argparse.ArgumentTypeError, match="from 1 to 8"):
         sync_bn.parse_replicas(text)
     assert sync_bn.parse_replicas("4,1,2,2") == (1, 2, 4)
-
-
-def _import_script():
-    """The benchmark module, imported without running it (it configures no device)."""
-    name = "sync_bn_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        # Dataclasses look their module up in sys.modules while the class is created.
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]

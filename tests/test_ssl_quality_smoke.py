@@ -8,26 +8,17 @@ conclusions are known, so a wrong comparison or a wrong sign fails them.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.conftest import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT / "benchmark"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARK / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses resolve their annotations through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def summary_row(algorithm, batch, setting, values, single_values=None):
@@ -97,7 +88,7 @@ def fake_ssl_report() -> dict:
 
 
 def test_conclusion_is_computed_from_the_numbers():
-    report = load("report")
+    report = load_benchmark("report")
     text = report.ssl_conclusion(fake_ssl_report())
     assert "within the seed spread of one device (c) in 1 of 1" in text
     assert "largest difference of means is 0.0 points" in text
@@ -107,7 +98,7 @@ def test_conclusion_is_computed_from_the_numbers():
 
 
 def test_paired_runs_count_exact_agreement():
-    report = load("report")
+    report = load_benchmark("report")
     fake = fake_ssl_report()
 
     def run(setting, seed, accuracy, loss):
@@ -136,7 +127,7 @@ def test_paired_runs_count_exact_agreement():
 
 
 def test_overhead_series_reads_both_step_time_sections():
-    report = load("report")
+    report = load_benchmark("report")
     sync_bn = {
         "step_time": [
             {
@@ -168,7 +159,7 @@ def test_overhead_series_reads_both_step_time_sections():
 
 
 def test_report_writes_plots_and_markdown(tmp_path):
-    report = load("report")
+    report = load_benchmark("report")
     (tmp_path / "ssl_quality.json").write_text(json.dumps(fake_ssl_report()))
     path = report.main(["--results", str(tmp_path)])
     text = path.read_text()
@@ -212,6 +203,6 @@ def test_quick_run_writes_tables_and_json(tmp_path):
     assert "| per-replica batch | global batch | (a) per-replica BN |" in markdown
     assert "## SimCLR" in markdown
 
-    built = load("report").main(["--results", str(tmp_path)])
+    built = load_benchmark("report").main(["--results", str(tmp_path)])
     assert (tmp_path / "ssl_quality.png").exists()
     assert "### Conclusion" in built.read_text()
