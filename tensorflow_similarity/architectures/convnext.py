@@ -8,12 +8,11 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.head import (
+    build_application,
     check_builder_args,
-    check_input_shape,
-    check_weights,
+    check_variant,
     set_trainable,
     similarity_model,
-    synchronise,
 )
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
@@ -87,7 +86,7 @@ def ConvNeXtSim(
     >>> model.output_shape
     (None, 128)
     """
-    variant = check_variant(variant)
+    variant = check_variant("ConvNeXtSim", variant, VARIANTS, str.lower)
     plugin = check_builder_args(
         "ConvNeXtSim",
         embedding_size=embedding_size,
@@ -119,27 +118,6 @@ def ConvNeXtSim(
     )
 
 
-def check_variant(variant: str) -> str:
-    """Returns the canonical ConvNeXt variant name (`"tiny"`...`"xlarge"`).
-
-    Args:
-        variant: A variant name, case-insensitive.
-
-    Returns:
-        The lower-case name.
-
-    Raises:
-        ValueError: For an unknown variant, listing the valid ones.
-    """
-    canonical = variant.lower() if isinstance(variant, str) else None
-    if canonical not in VARIANTS:
-        raise ValueError(
-            f"ConvNeXtSim: variant must be one of {', '.join(VARIANTS)} "
-            f"(case-insensitive). Received: variant={variant!r}"
-        )
-    return canonical
-
-
 def build_convnext(
     input_shape: Sequence[int | None],
     variant: str = "tiny",
@@ -164,16 +142,7 @@ def build_convnext(
             anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    variant = check_variant(variant)
-    plugin = resolve_sync_bn(sync_bn)
-    shape = check_input_shape("ConvNeXtSim", input_shape, channels=3)
-    check_weights("ConvNeXtSim", weights, plugin, imagenet=True, pretrained_with_sync=True)
-    application = getattr(keras.applications, _APPLICATIONS[variant])
-    backbone = application(
-        include_top=False,
-        weights=os.fspath(weights) if weights is not None else None,
-        input_shape=shape,
+    variant = check_variant("ConvNeXtSim", variant, VARIANTS, str.lower)
+    return build_application(
+        "ConvNeXtSim", _APPLICATIONS[variant], input_shape, weights, resolve_sync_bn(sync_bn)
     )
-    # The application is this function's own temporary: converting it in
-    # place of copying it makes the rebuild a fraction of the construction.
-    return synchronise("ConvNeXtSim", backbone, plugin, share_layers=True)

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.head import (
+    build_application,
     check_builder_args,
-    check_input_shape,
-    check_weights,
+    check_variant,
     set_trainable,
     similarity_model,
-    synchronise,
 )
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
@@ -81,7 +80,7 @@ def EfficientNetSim(
     >>> model.output_shape
     (None, 128)
     """
-    variant = check_variant(variant)
+    variant = check_variant("EfficientNetSim", variant, VARIANTS, str.upper)
     plugin = check_builder_args(
         "EfficientNetSim",
         embedding_size=embedding_size,
@@ -113,27 +112,6 @@ def EfficientNetSim(
     )
 
 
-def check_variant(variant: str) -> str:
-    """Returns the canonical EfficientNet variant name (`"B0"`...`"B7"`).
-
-    Args:
-        variant: A variant name, case-insensitive.
-
-    Returns:
-        The upper-case name.
-
-    Raises:
-        ValueError: For an unknown variant, listing the valid ones.
-    """
-    canonical = variant.upper() if isinstance(variant, str) else None
-    if canonical not in VARIANTS:
-        raise ValueError(
-            f"EfficientNetSim: variant must be one of {', '.join(VARIANTS)} "
-            f"(case-insensitive). Received: variant={variant!r}"
-        )
-    return canonical
-
-
 def build_efficientnet(
     input_shape: Sequence[int | None],
     variant: str = "B0",
@@ -158,16 +136,7 @@ def build_efficientnet(
             anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    variant = check_variant(variant)
-    plugin = resolve_sync_bn(sync_bn)
-    shape = check_input_shape("EfficientNetSim", input_shape, channels=3)
-    check_weights("EfficientNetSim", weights, plugin, imagenet=True, pretrained_with_sync=True)
-    application = getattr(keras.applications, f"EfficientNet{variant}")
-    backbone = application(
-        include_top=False,
-        weights=os.fspath(weights) if weights is not None else None,
-        input_shape=shape,
+    variant = check_variant("EfficientNetSim", variant, VARIANTS, str.upper)
+    return build_application(
+        "EfficientNetSim", f"EfficientNet{variant}", input_shape, weights, resolve_sync_bn(sync_bn)
     )
-    # The application is this function's own temporary: converting it in
-    # place of copying it makes the rebuild a fraction of the construction.
-    return synchronise("EfficientNetSim", backbone, plugin, share_layers=True)

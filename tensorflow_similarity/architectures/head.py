@@ -262,6 +262,70 @@ def synchronise(
     return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=share_layers)
 
 
+def check_variant(
+    builder: str, variant: str, variants: Sequence[str], canonical: Callable[[str], str]
+) -> str:
+    """Returns the canonical name of a builder's variant, or raises listing the valid ones.
+
+    Args:
+        builder: Name of the calling builder, for the message.
+        variant: A variant name, case-insensitive.
+        variants: The canonical names.
+        canonical: Maps a name to its canonical case (`str.upper`, `str.lower`).
+
+    Returns:
+        The name in `variants`.
+
+    Raises:
+        ValueError: For an unknown variant, listing the valid ones.
+    """
+    name = canonical(variant) if isinstance(variant, str) else None
+    if name not in variants:
+        raise ValueError(
+            f"{builder}: variant must be one of {', '.join(variants)} "
+            f"(case-insensitive). Received: variant={variant!r}"
+        )
+    return name
+
+
+def build_application(
+    builder: str,
+    application: str,
+    input_shape: Sequence[int | None],
+    weights: str | os.PathLike | None,
+    plugin: SyncBatchNormPlugin | None,
+) -> keras.Model:
+    """Builds `keras.applications.<application>(include_top=False)`, synchronised by `plugin`.
+
+    The input shape and weights are checked before anything is built. The
+    application is the builder's own temporary, so the conversion reuses its
+    layers other than batch norm (`share_layers=True`) in place of copying
+    them, which makes the rebuild a fraction of the construction.
+
+    Args:
+        builder: Name of the calling builder, for messages.
+        application: Name of the `keras.applications` function.
+        input_shape: One RGB image's shape.
+        weights: `None`, `"imagenet"` or a weights-file path (kept by the
+            conversion).
+        plugin: The sync-BN plugin, or `None` for plain batch norm.
+
+    Returns:
+        The backbone.
+
+    Raises:
+        ValueError: For a bad `input_shape` or `weights`.
+    """
+    shape = check_input_shape(builder, input_shape, channels=3)
+    check_weights(builder, weights, plugin, imagenet=True, pretrained_with_sync=True)
+    backbone = getattr(keras.applications, application)(
+        include_top=False,
+        weights=os.fspath(weights) if weights is not None else None,
+        input_shape=shape,
+    )
+    return synchronise(builder, backbone, plugin, share_layers=True)
+
+
 def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
     """Returns the layers of `model` and of the models nested in it, depth first.
 
