@@ -158,7 +158,9 @@ def BackboneSim(
 
     if plugin is not None and share_layers:
         replaced = [layer for layer in all_layers(backbone) if plugin.should_convert(layer)]
-        check_shareable(backbone, replaced, "BackboneSim")
+        # Nothing to convert: `backbone` itself is used, as without sync_bn (with a warning).
+        if replaced:
+            check_shareable(backbone, replaced, "BackboneSim")
 
     if weights is not None:
         backbone.load_weights(os.fspath(weights))

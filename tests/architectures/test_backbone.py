@@ -75,6 +75,17 @@ def test_sharing_needs_the_backbone_built_under_the_current_strategy():
     assert all(strategy.extended.variable_created_in_scope(v.value) for v in shared.weights)
 
 
+def test_backbone_without_batch_norm_is_used_as_is_with_a_warning():
+    inputs = keras.Input((8, 8, 3))
+    features = keras.layers.LayerNormalization()(keras.layers.Conv2D(4, 3)(inputs))
+    backbone = keras.Model(inputs, features)
+    with mirrored_strategy(2).scope():
+        # Built outside the scope, but nothing is converted: no sharing check applies.
+        with pytest.warns(UserWarning, match="no batch-normalisation layer"):
+            model = BackboneSim(backbone, sync_bn=True, embedding_size=4)
+    assert model.layers[1] is backbone
+
+
 @pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
 def test_training_step_matches_single_device(sync_bn, group_size):
     assert_step_matches_single_device(
