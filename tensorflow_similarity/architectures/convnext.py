@@ -86,7 +86,7 @@ def ConvNeXtSim(
     >>> model.output_shape
     (None, 128)
     """
-    variant = check_variant("ConvNeXtSim", variant, VARIANTS, str.lower)
+    variant = check_variant("ConvNeXtSim", variant, VARIANTS)
     plugin = check_builder_args(
         "ConvNeXtSim",
         embedding_size=embedding_size,
@@ -142,7 +142,7 @@ def build_convnext(
             anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    variant = check_variant("ConvNeXtSim", variant, VARIANTS, str.lower)
+    variant = check_variant("ConvNeXtSim", variant, VARIANTS)
     return build_application(
         "ConvNeXtSim", _APPLICATIONS[variant], input_shape, weights, resolve_sync_bn(sync_bn)
     )

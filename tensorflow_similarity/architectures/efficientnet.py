@@ -80,7 +80,7 @@ def EfficientNetSim(
     >>> model.output_shape
     (None, 128)
     """
-    variant = check_variant("EfficientNetSim", variant, VARIANTS, str.upper)
+    variant = check_variant("EfficientNetSim", variant, VARIANTS)
     plugin = check_builder_args(
         "EfficientNetSim",
         embedding_size=embedding_size,
@@ -136,7 +136,7 @@ def build_efficientnet(
             anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    variant = check_variant("EfficientNetSim", variant, VARIANTS, str.upper)
+    variant = check_variant("EfficientNetSim", variant, VARIANTS)
     return build_application(
         "EfficientNetSim", f"EfficientNet{variant}", input_shape, weights, resolve_sync_bn(sync_bn)
     )

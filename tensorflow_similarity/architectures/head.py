@@ -262,25 +262,23 @@ def synchronise(
     return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=share_layers)
 
 
-def check_variant(
-    builder: str, variant: str, variants: Sequence[str], canonical: Callable[[str], str]
-) -> str:
+def check_variant(builder: str, variant: str, variants: Sequence[str]) -> str:
     """Returns the canonical name of a builder's variant, or raises listing the valid ones.
 
     Args:
         builder: Name of the calling builder, for the message.
         variant: A variant name, case-insensitive.
         variants: The canonical names.
-        canonical: Maps a name to its canonical case (`str.upper`, `str.lower`).
 
     Returns:
-        The name in `variants`.
+        The name in `variants` that equals `variant` but for case.
 
     Raises:
         ValueError: For an unknown variant, listing the valid ones.
     """
-    name = canonical(variant) if isinstance(variant, str) else None
-    if name not in variants:
+    by_folded_name = {name.casefold(): name for name in variants}
+    name = by_folded_name.get(variant.casefold()) if isinstance(variant, str) else None
+    if name is None:
         raise ValueError(
             f"{builder}: variant must be one of {', '.join(variants)} "
             f"(case-insensitive). Received: variant={variant!r}"
