@@ -11,8 +11,8 @@ tiny, BackboneSim on a keras-cv ResNetV2) at `--size` (224 by default):
    caller's backbone's layers by default and is also built with
    `share_layers=False` (a copy), in a row of its own. For these, the
    rebuild alone is also timed both ways on a built backbone, as a
-   fraction of the backbone's construction time. The native builders (ResNet-18/50) create synced
-   layers directly, so they have no rebuild.
+   fraction of the backbone's construction time. The native builders
+   (ResNet-18/50) create synced layers directly, so they have no rebuild.
 2. Parameter counts and batch-norm layer counts.
 3. One training step (forward, backward, SGD update) under a 4-replica
    MirroredStrategy, synced vs plain, for ResNet18Sim at `--step-size`
@@ -223,7 +223,7 @@ TARGET_RATIO = 1.5
 
 
 def target_verdict(builds: list[dict]) -> str:
-    """One sentence: which builds meet build sync_bn <= 1.5x build plain."""
+    """One sentence: which builds meet build sync_bn <= `TARGET_RATIO` x build plain."""
     over = [row for row in builds if row["sync_over_plain"] > TARGET_RATIO]
     text = (
         f"Target build sync_bn <= {TARGET_RATIO}x build plain: met by "
@@ -266,8 +266,8 @@ def render_markdown(payload: dict) -> str:
     lines += [
         "",
         f"Build times are medians of {payload['build_repeats']} runs, plain and sync_bn "
-        "interleaved, alternating which goes first. Target: build sync_bn "
-        "<= 1.5x build plain. EfficientNetSim and ConvNeXtSim convert their own temporary "
+        "interleaved, alternating which goes first. EfficientNetSim and ConvNeXtSim convert "
+        "their own temporary "
         "application with `share_layers=True` (the shared column); BackboneSim shares the "
         "caller's backbone's layers other than batch norm by default (the shared column), and "
         "copies the backbone with `share_layers=False` (its own row; the copy column). Rebuild "
