@@ -109,8 +109,8 @@ def _median_seconds(fn, repeats: int) -> float:
 
 
 def measure_builds(size: int, quick: bool, repeats: int) -> list[dict]:
-    from tensorflow_similarity.architectures.head import all_layers
     from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
+    from tensorflow_similarity.distribute.rebuild import all_layers
     from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
     def quietly(fn):

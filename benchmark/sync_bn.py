@@ -81,9 +81,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from benchmark_common import markdown_table  # noqa: E402
 
-from tensorflow_similarity.architectures.head import all_layers  # noqa: E402
-from tensorflow_similarity.distribute.local_cluster import run_local_workers  # noqa: E402
+from tensorflow_similarity.distribute.rebuild import all_layers  # noqa: E402
 from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
+from tensorflow_similarity.testing.local_cluster import run_local_workers  # noqa: E402
 
 NUM_LOGICAL_DEVICES = 8
 SECTIONS = ("collectives", "step_time", "robustness", "resnet", "multiworker", "floor")

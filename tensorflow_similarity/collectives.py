@@ -1,12 +1,14 @@
 """Cross-replica reductions shared by synchronised layers and global-batch losses.
 
-Everything here runs in a `tf.distribute` replica context. Each helper issues
-exactly one `ReplicaContext.all_reduce`, so a caller can count its collectives.
+Everything here runs in a `tf.distribute` replica context (or is the identity
+without one). Each helper issues exactly one collective (an `all_reduce` or one
+batched `all_gather`), so a caller can count its collectives.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+from keras import ops
 
 
 def sync_replica_context() -> tf.distribute.ReplicaContext | None:
@@ -103,3 +105,54 @@ def group_sum(ctx: tf.distribute.ReplicaContext, value: tf.Tensor, group_size: i
     if group_size == ctx.num_replicas_in_sync:
         return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
     return tf.reduce_sum(group_rows(ctx, gather_rows(ctx, value), group_size), axis=0)
+
+
+def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """Concatenates each tensor's batch over all replicas, differentiably.
+
+    One batched `ReplicaContext.all_gather` serves every tensor. Replicas may
+    hold different batch sizes (a partial last batch); the result is ordered by
+    replica id. Outside a replica context with more than one replica the
+    tensors are returned unchanged.
+
+    Args:
+        *tensors: Tensors whose first axis is the local batch.
+
+    Returns:
+        The gathered tensors, each of shape `[global_batch, ...]`.
+    """
+    ctx = sync_replica_context()
+    if ctx is None:
+        return tensors
+    return tuple(ctx.all_gather(list(tensors), axis=0))
+
+
+def global_sum(value: tf.Tensor) -> tf.Tensor:
+    """Sums `value` over all replicas with one differentiable all-reduce.
+
+    Args:
+        value: A tensor of the same shape on every replica.
+
+    Returns:
+        The sum over replicas, or `value` itself without a multi-replica
+        replica context.
+    """
+    ctx = sync_replica_context()
+    if ctx is None:
+        return value
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def scale_for_replicas(loss: tf.Tensor) -> tf.Tensor:
+    """Scales a per-replica copy of a global loss so that replicas sum to it.
+
+    Args:
+        loss: The loss of the global batch, identical on every replica.
+
+    Returns:
+        `loss / K` in a replica context with `K > 1` replicas, else `loss`.
+    """
+    ctx = sync_replica_context()
+    if ctx is None:
+        return loss
+    return loss * ops.cast(1.0 / ctx.num_replicas_in_sync, loss.dtype)

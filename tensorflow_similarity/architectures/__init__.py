@@ -15,10 +15,13 @@ all replicas) or a `SyncBatchNormPlugin` such as `GroupSyncBatchNorm(2)`.
 from tensorflow_similarity.architectures.backbone import BackboneSim
 from tensorflow_similarity.architectures.convnext import ConvNeXtSim, build_convnext
 from tensorflow_similarity.architectures.efficientnet import EfficientNetSim, build_efficientnet
+from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
 from tensorflow_similarity.architectures.resnet18 import ResNet18Sim, build_resnet18
 from tensorflow_similarity.architectures.resnet50 import ResNet50Sim, build_resnet50
 
 __all__ = [
+    "BUILDERS",
+    "MIN_IMAGE_SIZES",
     "BackboneSim",
     "ConvNeXtSim",
     "EfficientNetSim",

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.head import (
-    all_layers,
     check_builder_args,
     check_input_shape,
     check_weights,
@@ -16,8 +15,8 @@ from tensorflow_similarity.architectures.head import (
     similarity_model,
     synchronise,
 )
-from tensorflow_similarity.distribute.conversion import check_shareable
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
+from tensorflow_similarity.distribute.rebuild import all_layers, check_shareable
 
 
 def BackboneSim(

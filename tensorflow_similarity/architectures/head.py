@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from numbers import Real
-from typing import Any
 
 import keras
 import tensorflow as tf
 
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.distribute.rebuild import all_layers
 from tensorflow_similarity.layers.gem_pooling import GeneralizedMeanPooling2D
 from tensorflow_similarity.layers.metric_embedding import MetricEmbedding
 
 TRAINABLE_MODES = ("full", "partial", "frozen")
 POOLING_MODES = ("gem", "avg", "max", None)
+# Smallest height and width a builder accepts unless it says otherwise.
+MIN_IMAGE_SIZE = 32
 
 
 def check_input_shape(
     builder: str,
     input_shape: Sequence[int | None],
     *,
-    min_size: int = 32,
+    min_size: int = MIN_IMAGE_SIZE,
     channels: int | None = None,
 ) -> tuple[int | None, ...]:
     """Checks an image shape `(H, W, C)` (or `(C, H, W)` when channels-first).
@@ -205,21 +206,6 @@ def check_weights(
         )
 
 
-def batch_norm_layer(plugin: SyncBatchNormPlugin | None, **kwargs: Any) -> keras.layers.Layer:
-    """Returns the plugin's synchronised layer, or a plain `BatchNormalization`.
-
-    Args:
-        plugin: The sync-BN plugin, or `None` for plain batch norm.
-        **kwargs: `keras.layers.BatchNormalization` arguments.
-
-    Returns:
-        A new, unbuilt batch-norm layer.
-    """
-    if plugin is None:
-        return keras.layers.BatchNormalization(**kwargs)
-    return plugin.create_layer(**kwargs)
-
-
 def synchronise(
     builder: str,
     backbone: keras.Model,
@@ -248,18 +234,7 @@ def synchronise(
     """
     if plugin is None:
         return backbone
-    if not any(plugin.should_convert(layer) for layer in all_layers(backbone)):
-        warnings.warn(
-            f"{builder}: sync_bn has no effect, the backbone {backbone.name!r} has no "
-            "batch-normalisation layer to synchronise (ConvNeXt, for one, uses "
-            "LayerNormalization, which is computed per sample and needs no sync).",
-            UserWarning,
-            stacklevel=3,
-        )
-        return backbone
-    from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
-
-    return convert_sync_batchnorm(backbone, plugin=plugin, share_layers=share_layers)
+    return plugin.apply(backbone, share_layers=share_layers)
 
 
 def check_variant(builder: str, variant: str, variants: Sequence[str]) -> str:
@@ -322,23 +297,6 @@ def build_application(
         input_shape=shape,
     )
     return synchronise(builder, backbone, plugin, share_layers=True)
-
-
-def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    """Returns the layers of `model` and of the models nested in it, depth first.
-
-    Args:
-        model: A Keras model.
-
-    Returns:
-        Every layer, nested models included (and themselves listed).
-    """
-    layers = []
-    for layer in model.layers:
-        layers.append(layer)
-        if isinstance(layer, keras.Model):
-            layers.extend(all_layers(layer))
-    return layers
 
 
 def set_trainable(

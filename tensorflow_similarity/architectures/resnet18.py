@@ -8,19 +8,24 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.head import (
-    batch_norm_layer,
+    MIN_IMAGE_SIZE,
     check_builder_args,
     check_input_shape,
     check_weights,
     set_trainable,
     similarity_model,
 )
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.distribute.plugin import (
+    SyncBatchNormPlugin,
+    batch_norm_layer,
+    resolve_sync_bn,
+)
 
 STEMS = ("auto", "cifar", "imagenet")
 # "auto" picks the CIFAR stem up to this height/width (CIFAR, STL-sized crops, Tiny ImageNet).
 _CIFAR_STEM_MAX_SIZE = 64
-_MIN_SIZE = {"cifar": 8, "imagenet": 32}
+MIN_CIFAR_STEM_SIZE = 8
+_MIN_SIZE = {"cifar": MIN_CIFAR_STEM_SIZE, "imagenet": MIN_IMAGE_SIZE}
 _BN_EPSILON = 1.001e-5
 
 

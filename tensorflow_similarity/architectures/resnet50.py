@@ -8,14 +8,17 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.head import (
-    batch_norm_layer,
     check_builder_args,
     check_input_shape,
     check_weights,
     set_trainable,
     similarity_model,
 )
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.distribute.plugin import (
+    SyncBatchNormPlugin,
+    batch_norm_layer,
+    resolve_sync_bn,
+)
 
 # keras.applications.ResNet50's value, kept so that its weights give identical outputs here.
 _BN_EPSILON = 1.001e-5

@@ -13,8 +13,6 @@ the update is exactly that of the single-device loss on the concatenated batch.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import keras
@@ -22,94 +20,16 @@ import tensorflow as tf
 from keras import ops
 
 from tensorflow_similarity import collectives
+from tensorflow_similarity.collectives import scale_for_replicas
 
 # Keras scales these reductions by 1 / num_replicas under tf.distribute and
 # leaves "sum" and "none" unscaled; the global-batch losses keep that contract.
 _SCALED_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
-def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
-    """Concatenates each tensor's batch over all replicas, differentiably.
-
-    One batched `ReplicaContext.all_gather` serves every tensor. Replicas may
-    hold different batch sizes (a partial last batch); the result is ordered by
-    replica id. Outside a replica context with more than one replica the
-    tensors are returned unchanged.
-
-    Args:
-        *tensors: Tensors whose first axis is the local batch.
-
-    Returns:
-        The gathered tensors, each of shape `[global_batch, ...]`.
-    """
-    ctx = collectives.sync_replica_context()
-    if ctx is None:
-        return tensors
-    return tuple(ctx.all_gather(list(tensors), axis=0))
-
-
-def global_sum(value: tf.Tensor) -> tf.Tensor:
-    """Sums `value` over all replicas with one differentiable all-reduce.
-
-    Args:
-        value: A tensor of the same shape on every replica.
-
-    Returns:
-        The sum over replicas, or `value` itself without a multi-replica
-        replica context.
-    """
-    ctx = collectives.sync_replica_context()
-    if ctx is None:
-        return value
-    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
-
-
-def scale_for_replicas(loss: tf.Tensor) -> tf.Tensor:
-    """Scales a per-replica copy of a global loss so that replicas sum to it.
-
-    Args:
-        loss: The loss of the global batch, identical on every replica.
-
-    Returns:
-        `loss / K` in a replica context with `K > 1` replicas, else `loss`.
-    """
-    ctx = collectives.sync_replica_context()
-    if ctx is None:
-        return loss
-    return loss * ops.cast(1.0 / ctx.num_replicas_in_sync, loss.dtype)
-
-
 def computation_dtype(dtype: Any) -> str:
     """Returns `dtype` promoted to at least float32, for stable statistics."""
     return keras.backend.result_type(dtype, "float32")
-
-
-def check_coefficient(owner: str, name: str, value: Any, positive: bool = False) -> float:
-    """Validates a loss hyper-parameter and returns it as a Python float.
-
-    Args:
-        owner: Class name, for the error message.
-        name: Argument name, for the error message.
-        value: The value received.
-        positive: Whether zero is rejected as well as negative values.
-
-    Returns:
-        `float(value)`.
-
-    Raises:
-        ValueError: If `value` is not a finite real number in range.
-    """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or (value <= 0 if positive else value < 0)
-    ):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(
-            f"{owner}: {name} must be a finite number {bound}. Received: {name}={value!r}"
-        )
-    return float(value)
 
 
 class GlobalBatchLoss(keras.losses.Loss):

@@ -7,12 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.losses._global_batch import (
-    GlobalBatchLoss,
-    check_coefficient,
-    computation_dtype,
-    gather_global_batch,
-)
+from tensorflow_similarity._validation import check_number
+from tensorflow_similarity.collectives import gather_global_batch
+from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -85,8 +82,8 @@ class Barlow(GlobalBatchLoss):
         dtype: Any = None,
     ) -> None:
         owner = type(self).__name__
-        self.lambda_ = check_coefficient(owner, "lambda_", lambda_)
-        self.epsilon = check_coefficient(owner, "epsilon", epsilon)
+        self.lambda_ = check_number("lambda_", lambda_, low=0, owner=owner)
+        self.epsilon = check_number("epsilon", epsilon, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:

@@ -7,12 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.losses._global_batch import (
-    GlobalBatchLoss,
-    check_coefficient,
-    computation_dtype,
-    gather_global_batch,
-)
+from tensorflow_similarity._validation import check_number
+from tensorflow_similarity.collectives import gather_global_batch
+from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -92,11 +89,11 @@ class VicReg(GlobalBatchLoss):
         dtype: Any = None,
     ) -> None:
         owner = type(self).__name__
-        self.lambda_ = check_coefficient(owner, "lambda_", lambda_)
-        self.mu = check_coefficient(owner, "mu", mu)
-        self.nu = check_coefficient(owner, "nu", nu)
-        self.gamma = check_coefficient(owner, "gamma", gamma, positive=True)
-        self.epsilon = check_coefficient(owner, "epsilon", epsilon)
+        self.lambda_ = check_number("lambda_", lambda_, low=0, owner=owner)
+        self.mu = check_number("mu", mu, low=0, owner=owner)
+        self.nu = check_number("nu", nu, low=0, owner=owner)
+        self.gamma = check_number("gamma", gamma, positive=True, owner=owner)
+        self.epsilon = check_number("epsilon", epsilon, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:

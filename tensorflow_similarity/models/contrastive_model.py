@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity import losses
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
 ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg")
@@ -18,8 +20,6 @@ _PAPER_CONCAT_VIEWS = {"simsiam": False, "simclr": True, "barlow": False, "vicre
 
 
 def _default_loss(algorithm: str) -> keras.losses.Loss:
-    from tensorflow_similarity import losses
-
     return {
         "simsiam": losses.SimSiamLoss,
         "simclr": losses.SimCLRLoss,
@@ -119,9 +119,9 @@ class ContrastiveModel(keras.Model):
         plugin = resolve_sync_bn(sync_bn)
         super().__init__(**kwargs)
         if plugin is not None:
-            backbone, projector, predictor = (
-                _synchronise(m, plugin) for m in (backbone, projector, predictor)
-            )
+            # A sub-model built synchronised (a native builder with sync_bn) comes back as is.
+            backbone, projector = plugin.apply(backbone), plugin.apply(projector)
+            predictor = plugin.apply(predictor) if predictor is not None else None
         self.backbone = backbone
         self.projector = projector
         self.predictor = predictor
@@ -277,24 +277,35 @@ class ContrastiveModel(keras.Model):
                 "projector": serialize(self.projector),
                 "predictor": serialize(self.predictor) if self.predictor else None,
                 "algorithm": self.algorithm,
-                "sync_bn": self.sync_bn.get_config() if self.sync_bn else False,
-                "augmenter": serialize(self.augmenter)
-                if isinstance(self.augmenter, keras.layers.Layer)
-                else None,
+                "sync_bn": serialize(self.sync_bn) if self.sync_bn else False,
+                "augmenter": self._serialized_augmenter(),
                 "concat_views": self.concat_views,
             }
         )
         return config
 
+    def _serialized_augmenter(self) -> dict[str, Any] | None:
+        if self.augmenter is None:
+            return None
+        if callable(getattr(self.augmenter, "get_config", None)):
+            return keras.saving.serialize_keras_object(self.augmenter)
+        warnings.warn(
+            f"ContrastiveModel {self.name!r}: the augmenter {self.augmenter!r} has no "
+            "get_config(), so the saved model does not keep it. After loading, set "
+            "model.augmenter again, or use a serialisable augmenter such as "
+            "tensorflow_similarity.augmenters.ViewAugmenter.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
+
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ContrastiveModel:
         config = dict(config)
         deserialize = keras.saving.deserialize_keras_object
-        for key in ("backbone", "projector", "predictor", "augmenter"):
-            if config.get(key) is not None:
+        for key in ("backbone", "projector", "predictor", "augmenter", "sync_bn"):
+            if isinstance(config.get(key), dict):
                 config[key] = deserialize(config[key])
-        if isinstance(config.get("sync_bn"), dict):
-            config["sync_bn"] = SyncBatchNormPlugin(**config["sync_bn"])
         return cls(**config)
 
 
@@ -327,25 +338,3 @@ def _num_replicas() -> int:
 def _normalised_std(x: tf.Tensor) -> tf.Tensor:
     x = tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1)
     return tf.reduce_mean(tf.math.reduce_std(x, axis=0))
-
-
-def _synchronise(model: keras.Model | None, plugin: SyncBatchNormPlugin) -> keras.Model | None:
-    """Converts `model`'s batch norms with `plugin`.
-
-    A model already built with synchronised batch norm (a native builder with
-    `sync_bn=True`) is kept as it is; anything else goes through the converter,
-    which reports batch norms it cannot reach and warns when there are none.
-    """
-    if model is None:
-        return None
-    layers, found_plain, found_synced = [model], False, False
-    while layers:
-        layer = layers.pop()
-        found_plain |= plugin.should_convert(layer)
-        found_synced |= isinstance(layer, plugin.layer_class)
-        layers.extend(getattr(layer, "layers", []))
-    if found_synced and not found_plain:
-        return model
-    from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
-
-    return convert_sync_batchnorm(model, plugin=plugin)

@@ -381,7 +381,7 @@ def test_state_derived_from_weights_follows_them(monkeypatch, share_layers, copy
     initializers and then assigned ("set_weights", the fallback); both must
     refresh the tensors Normalization derives from its variables.
     """
-    from tensorflow_similarity.distribute import conversion
+    from tensorflow_similarity.distribute import rebuild
 
     model = normalization_model()
     data = np.random.default_rng(5).normal(10.0, 4.0, (16, 3)).astype("float32")
@@ -395,8 +395,8 @@ def test_state_derived_from_weights_follows_them(monkeypatch, share_layers, copy
         built_as_copy.append((old.name, result))
         return result
 
-    real_build_as_copy = conversion._build_as_copy
-    monkeypatch.setattr(conversion, "_build_as_copy", spy)
+    real_build_as_copy = rebuild._build_as_copy
+    monkeypatch.setattr(rebuild, "_build_as_copy", spy)
     synced = convert_sync_batchnorm(model, share_layers=share_layers)
     for want, got in zip(reference, numpy_outputs(synced, data), strict=True):
         np.testing.assert_array_equal(got, want)

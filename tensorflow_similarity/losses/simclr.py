@@ -7,12 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.losses._global_batch import (
-    GlobalBatchLoss,
-    check_coefficient,
-    computation_dtype,
-    gather_global_batch,
-)
+from tensorflow_similarity._validation import check_number
+from tensorflow_similarity.collectives import gather_global_batch
+from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -79,8 +76,8 @@ class SimCLRLoss(GlobalBatchLoss):
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
     ) -> None:
-        self.temperature = check_coefficient(
-            type(self).__name__, "temperature", temperature, positive=True
+        self.temperature = check_number(
+            "temperature", temperature, positive=True, owner=type(self).__name__
         )
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 

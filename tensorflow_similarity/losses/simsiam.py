@@ -7,11 +7,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.losses._global_batch import (
-    GlobalBatchLoss,
-    computation_dtype,
-    global_sum,
-)
+from tensorflow_similarity.collectives import global_sum
+from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")

@@ -1,7 +1,8 @@
 """Runs a script in several `MultiWorkerMirroredStrategy` worker processes on 127.0.0.1.
 
-For tests, benchmarks and trying multi-worker training on one machine: each worker
-gets a `TF_CONFIG` naming every worker's free loopback port and its own index.
+Testing tooling (the package itself never imports it), for tests, benchmarks
+and trying multi-worker training on one machine: each worker gets a
+`TF_CONFIG` naming every worker's free loopback port and its own index.
 Timeouts are bounded and every process is killed and reaped, whatever happens.
 """
 
@@ -12,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +38,8 @@ def run_local_workers(
     num_workers: int,
     args: list[str],
     timeout: float = 180.0,
+    *,
+    hide_gpus: bool = True,
 ) -> list[str]:
     """Starts `num_workers` copies of `script`, waits for all, and returns their outputs.
 
@@ -44,6 +48,9 @@ def run_local_workers(
         num_workers: Number of worker processes.
         args: Extra command-line arguments (the same for every worker).
         timeout: Seconds for the whole group; on expiry every worker is killed.
+        hide_gpus: Whether the workers see no GPU (`CUDA_VISIBLE_DEVICES=""`),
+            so that several processes on one machine do not compete for the
+            same GPUs. Defaults to `True`.
 
     Returns:
         The combined stdout+stderr of each worker, in task order.
@@ -59,7 +66,7 @@ def run_local_workers(
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []
-    tmp_dir = Path(os.environ.get("PYTEST_TMPDIR", "/tmp"))
+    log_dir = tempfile.TemporaryDirectory(prefix="local-cluster-")
     try:
         for index in range(num_workers):
             env = dict(os.environ)
@@ -67,8 +74,9 @@ def run_local_workers(
                 {"cluster": cluster, "task": {"type": "worker", "index": index}}
             )
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            env["CUDA_VISIBLE_DEVICES"] = ""
-            log = tmp_dir / f"worker-{ports[0]}-{index}.log"
+            if hide_gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            log = Path(log_dir.name) / f"worker-{index}.log"
             logs.append(log)
             with open(log, "wb") as out:
                 procs.append(
@@ -102,8 +110,7 @@ def run_local_workers(
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        for log in logs:
-            log.unlink(missing_ok=True)
+        log_dir.cleanup()
 
 
 def _dump(logs: list[Path]) -> str:
