@@ -18,7 +18,7 @@ from tensorflow_similarity.distribute import (
     revert_sync_batchnorm,
 )
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 
 # Keys that differ between the two classes' configs by design.
 BN_ONLY_KEYS = ("synchronized", "renorm", "renorm_clipping", "renorm_momentum")
