@@ -64,10 +64,13 @@ class Sampler(keras.utils.PyDataset, abc.ABC):
     Augmenter and warm-up: when an `augmenter` is given, each batch is
     returned as `augmenter(x, y, num_augmentations_per_example, is_warmup)`,
     which may change the number of examples. `is_warmup` is `True` during the
-    first `warmup` epochs (`sampler.epoch < warmup`) and `False` afterwards;
-    `on_epoch_end`, which `fit` calls, advances `sampler.epoch`. A `warmup` of 0
-    or less means no warm-up epoch. (0.17 also flagged the first epoch as
-    warm-up when `warmup=-1`, its default; here -1 means none.)
+    first `warmup` epochs (`sampler.epoch < warmup`) and `False` afterwards.
+    A `warmup` of 0 or less means no warm-up epoch. (0.17 also flagged the
+    first epoch as warm-up when `warmup=-1`, its default; here -1 means none.)
+    `on_epoch_end` advances `sampler.epoch`: `fit` calls it after each epoch,
+    and a custom training loop calls it likewise, as with 0.17. (Keras 3's
+    `fit` also calls it once before its first epoch; that call, recognised by
+    the `on_epoch_begin` that follows it, does not count.)
 
     Seeding: batch `i` of epoch `e` is drawn from a NumPy generator seeded with
     `(seed, e, i)`, so it does not depend on the order in which batches are
@@ -133,6 +136,10 @@ class Sampler(keras.utils.PyDataset, abc.ABC):
         )
         super().__init__(**kwargs)
         self.epoch = 0
+        # Epoch bookkeeping under Keras' begin/end calls; see `on_epoch_end`.
+        self._in_epoch = False
+        self._saw_begin = False
+        self._unmatched_end = False
         self.classes_per_batch = int(classes_per_batch)
         self.examples_per_class_per_batch = int(examples_per_class_per_batch)
         self.num_augmentations_per_example = int(num_augmentations_per_example)
@@ -192,7 +199,26 @@ class Sampler(keras.utils.PyDataset, abc.ABC):
     def __len__(self) -> int:
         return self.steps_per_epoch
 
+    def on_epoch_begin(self) -> None:
+        """Marks the start of an epoch; `fit` calls it."""
+        super().on_epoch_begin()
+        if not self._saw_begin and self._unmatched_end:
+            # Keras 3's fit calls on_epoch_end once before its first epoch
+            # begins: that call ended no epoch.
+            self.epoch -= 1
+        self._saw_begin = True
+        self._unmatched_end = False
+        self._in_epoch = True
+
     def on_epoch_end(self) -> None:
-        """Advances `epoch`, which ends the warm-up after `warmup` epochs."""
+        """Advances `epoch`, which ends the warm-up after `warmup` epochs.
+
+        Once `fit` has driven the sampler (called `on_epoch_begin`), only an
+        `on_epoch_end` that closes a begun epoch advances it, so the extra call
+        each `fit` makes before its first epoch is ignored.
+        """
         super().on_epoch_end()
-        self.epoch += 1
+        if self._in_epoch or not self._saw_begin:
+            self.epoch += 1
+            self._unmatched_end = not self._in_epoch
+        self._in_epoch = False

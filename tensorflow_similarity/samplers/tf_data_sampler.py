@@ -38,9 +38,10 @@ def TFDataSampler(  # noqa: N802 - 0.18's public name
     appeared, could repeat a class in a batch when the number of classes was
     not a multiple of `classes_per_batch`.) Each class is a stream of its
     examples (at most the first `total_examples_per_class` of them), shuffled
-    anew at each pass and repeated, so a batch repeats an example only when its
-    class has fewer than `examples_per_class_per_batch` examples: a warning
-    names such classes, or an error with `allow_replacement=False`.
+    anew at each pass and repeated; a pass uses a whole number of groups of
+    `examples_per_class_per_batch`, so the examples of a class in a batch are
+    distinct, unless the class has fewer than that: a warning names such
+    classes, or an error with `allow_replacement=False`.
 
     The labels are read once, when the function is called, to find the classes
     and their sizes; each class's stream is then a filtered pass over `ds`, so
@@ -160,6 +161,12 @@ def TFDataSampler(  # noqa: N802 - 0.18's public name
         if total_examples_per_class is not None:
             stream = stream.take(total_examples_per_class)
         stream = stream.shuffle(sizes[class_id], seed=stream_seed, reshuffle_each_iteration=True)
+        whole_groups = sizes[class_id] - sizes[class_id] % examples_per_class_per_batch
+        if whole_groups:
+            # A batch takes its examples of a class as the next group of
+            # examples_per_class_per_batch; a pass that is a whole number of
+            # groups keeps each group within one pass, hence distinct.
+            stream = stream.take(whole_groups)
         streams.append(stream.repeat())
     choices = (
         tf.data.Dataset.counter()
