@@ -65,7 +65,8 @@ class TFDatasetMultiShotMemorySampler(MultiShotMemorySampler):
             `tf.data.Dataset` is infinite or its elements are neither dicts nor
             tuples, or for the reasons `MultiShotMemorySampler` gives.
         TypeError: If `dataset_name` is neither a string nor a
-            `tf.data.Dataset`, or `preprocess_fn` is neither `None` nor callable.
+            `tf.data.Dataset`, the labels are not integers, or `preprocess_fn`
+            is neither `None` nor callable.
 
     Example:
 
@@ -121,7 +122,9 @@ class TFDatasetMultiShotMemorySampler(MultiShotMemorySampler):
                 f"Received {preprocess_fn!r}."
             )
         if isinstance(dataset_name, tf.data.Dataset):
-            pairs = _local_pairs(dataset_name, x_key, y_key, owner)
+            pairs = _local_pairs(
+                dataset_name, x_key, y_key, owner, check_labels=preprocess_fn is None
+            )
         elif isinstance(dataset_name, str) and dataset_name:
             pairs = _tfds_pairs(dataset_name, x_key, y_key, splits, owner)
         else:
@@ -153,9 +156,13 @@ class TFDatasetMultiShotMemorySampler(MultiShotMemorySampler):
 
 
 def _local_pairs(
-    dataset: tf.data.Dataset, x_key: str, y_key: str, owner: str
+    dataset: tf.data.Dataset, x_key: str, y_key: str, owner: str, *, check_labels: bool
 ) -> Iterable[tuple[Any, Any]]:
-    """The `(x, y)` pairs of a local dataset of dicts or tuples, checked before reading."""
+    """The `(x, y)` pairs of a local dataset of dicts or tuples, checked before reading.
+
+    `check_labels` also checks that the labels are integers (when no
+    `preprocess_fn` may still change them).
+    """
     if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
         raise ValueError(
             f"{owner}: the tf.data.Dataset is infinite (a repeat() without count?); it is read "
@@ -164,13 +171,24 @@ def _local_pairs(
     spec = dataset.element_spec
     if isinstance(spec, dict):
         _check_keys(spec.keys(), x_key, y_key, owner)
-        return ((element[x_key], element[y_key]) for element in dataset)
-    if isinstance(spec, tuple) and len(spec) >= 2:
-        return ((element[0], element[1]) for element in dataset)
-    raise ValueError(
-        f"{owner}: the tf.data.Dataset's elements must be dicts holding x_key and y_key, or "
-        f"tuples (x, y, ...). Received elements of spec {spec}."
-    )
+        label_spec = spec[y_key]
+        pairs = ((element[x_key], element[y_key]) for element in dataset)
+    elif isinstance(spec, tuple) and len(spec) >= 2:
+        label_spec = spec[1]
+        pairs = ((element[0], element[1]) for element in dataset)
+    else:
+        raise ValueError(
+            f"{owner}: the tf.data.Dataset's elements must be dicts holding x_key and y_key, or "
+            f"tuples (x, y, ...). Received elements of spec {spec}."
+        )
+    dtype = getattr(label_spec, "dtype", None)
+    if check_labels and not (isinstance(dtype, tf.DType) and dtype.is_integer):
+        raise TypeError(
+            f"{owner}: the labels must be integer class ids. Received labels of spec "
+            f"{label_spec}; map class names to integers, or cast whole-number labels with "
+            "tf.cast (a preprocess_fn may do it)."
+        )
+    return pairs
 
 
 def _tfds_pairs(

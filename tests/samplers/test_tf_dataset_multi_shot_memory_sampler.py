@@ -67,6 +67,9 @@ def test_x_key_missing_or_infinite_or_unstructured_dataset_is_refused():
         TFDatasetMultiShotMemorySampler(dict_dataset(x, y).repeat(), 2)
     with pytest.raises(ValueError, match="dicts"):
         TFDatasetMultiShotMemorySampler(tf.data.Dataset.from_tensor_slices(x), 2)
+    float_labels = tf.data.Dataset.from_tensor_slices((x, y.astype(np.float32)))
+    with pytest.raises(TypeError, match="integer class ids"):
+        TFDatasetMultiShotMemorySampler(float_labels, 2)
     with pytest.raises(TypeError, match="dataset_name"):
         TFDatasetMultiShotMemorySampler(x, 2)
     with pytest.raises(ValueError, match="classes_per_batch"):
