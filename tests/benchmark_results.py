@@ -1,0 +1,29 @@
+"""What the benchmark smoke tests check about where a run writes its results."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmark" / "results"
+_QUICK_FOLDER = re.compile(r"^Quick run: results go to (.+?) \(", re.MULTILINE)
+
+
+def results_snapshot() -> dict[str, tuple[int, str]]:
+    """Each file of `benchmark/results` (the committed full runs): its mtime and SHA-256."""
+    return {
+        str(path.relative_to(RESULTS_DIR)): (
+            path.stat().st_mtime_ns,
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+        )
+        for path in sorted(RESULTS_DIR.rglob("*"))
+        if path.is_file()
+    }
+
+
+def quick_output_folder(stdout: str) -> Path:
+    """The folder a `--quick` run without `--out` said it writes to."""
+    match = _QUICK_FOLDER.search(stdout)
+    assert match, f"a quick run must print where its results go; stdout ends:\n{stdout[-2000:]}"
+    return Path(match.group(1))
