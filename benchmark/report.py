@@ -18,7 +18,8 @@ Usage:
 
     python benchmark/ssl_quality.py && python benchmark/sync_bn.py && \\
         python benchmark/architectures.py && python benchmark/report.py
-    python benchmark/report.py --results /tmp/out     # report on results elsewhere
+    python benchmark/report.py --results /tmp/out     # report on results elsewhere,
+                                                      # e.g. the folder a --quick run printed
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ to two references: kNN on raw pixels and on the untrained backbone.
 The replicas are logical CPU devices carved out of the host (4 of them), so
 this measures what the statistics do to learning, not speed.
 
-Results go to `<out>/ssl_quality.md` and `<out>/ssl_quality.json`;
+Results go to `<out>/ssl_quality.md` and `<out>/ssl_quality.json`: `benchmark/results`
+for a full run, a new temporary folder (printed) for a `--quick` one, so that a
+smoke run never replaces the full results; `--out` chooses the folder either way.
 `benchmark/report.py` turns the JSON into plots and `benchmark/results/REPORT.md`.
 
 Usage:
@@ -55,7 +57,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from benchmark_common import markdown_table  # noqa: E402
+from benchmark_common import markdown_table, output_folder  # noqa: E402
 
 from tensorflow_similarity import augmenters  # noqa: E402
 from tensorflow_similarity.augmenters import ViewAugmenter  # noqa: E402
@@ -119,8 +121,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).resolve().parent / "results",
-        help="Folder for ssl_quality.md and ssl_quality.json (default: benchmark/results).",
+        default=None,
+        help=(
+            "Folder for ssl_quality.md and ssl_quality.json (default: benchmark/results; with "
+            "--quick, a new temporary folder)."
+        ),
     )
     parser.add_argument("--image-size", type=int, default=16, help="Image side (default: 16).")
     parser.add_argument(
@@ -606,6 +611,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except ValueError as error:
         raise SystemExit(str(error)) from None
     strategy = make_strategy(devices)
+    out = output_folder(args.out, config.quick, "ssl_quality")
     started = time.perf_counter()
     log(
         f"{data.source}: {len(data.x_train)} train / {len(data.x_test)} test images; "
@@ -640,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
         )
     reference_meta = metadata(config, argv, data, references[config.algorithms[0], config.seeds[0]])
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
 
     def write(runs: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
         report = {
@@ -653,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "runs": runs,
             "summary": summarise(runs),
         }
-        (args.out / "ssl_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out / "ssl_quality.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
 
     # Seed-major, with every trainer kept: a run stopped early still holds whole seeds
@@ -677,8 +683,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     markdown = render_markdown(report)
     print()
     print(markdown)
-    (args.out / "ssl_quality.md").write_text(markdown)
-    print(f"Wrote {args.out / 'ssl_quality.md'} and {args.out / 'ssl_quality.json'}")
+    (out / "ssl_quality.md").write_text(markdown)
+    print(f"Wrote {out / 'ssl_quality.md'} and {out / 'ssl_quality.json'}")
     return report
 
 
