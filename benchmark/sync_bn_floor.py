@@ -18,7 +18,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 from benchmark_common import markdown_table
-from sync_bn_collectives import count_graph_ops
 from sync_bn_common import (
     RESNET_VARIANT_LABELS,
     RESNET_VARIANTS,
@@ -31,6 +30,8 @@ from sync_bn_common import (
     per_replica_constant,
 )
 from sync_bn_resnet import build_resnet_variant, model_structure, resnet_variants
+
+from tensorflow_similarity.testing import count_collectives
 
 
 def batch_norm_payload(strategy: tf.distribute.MirroredStrategy, variant: str) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def gradient_payload_rule(strategy: tf.distribute.MirroredStrategy) -> dict[str,
         graph = step.get_concrete_function(tf.ones((4, 3))).graph
     replicas = strategy.num_replicas_in_sync
     parameters = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-    graph_collectives, _ = count_graph_ops(graph)
+    graph_collectives = count_collectives(graph)
     return {
         "tensors_per_variable": counter.tensors / replicas / len(model.trainable_variables),
         "bytes_per_parameter": counter.total_bytes / replicas / parameters,
