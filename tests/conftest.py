@@ -7,11 +7,7 @@ strategies over them are in `tests/distributed.py`.
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -25,18 +21,6 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_DEVICES
 )
-BENCHMARK_DIR = Path(__file__).resolve().parents[1] / "benchmark"
-
-
-def load_benchmark(name: str) -> ModuleType:
-    """Imports `benchmark/<name>.py` without running it, as `benchmark/report.py` does.
-
-    The scripts import `benchmark_common` by file name, so their folder goes
-    on `sys.path` (at the end: it shadows nothing).
-    """
-    if str(BENCHMARK_DIR) not in sys.path:
-        sys.path.append(str(BENCHMARK_DIR))
-    return importlib.import_module("benchmark_common").load_benchmark_module(name)
 
 
 @pytest.fixture(autouse=True)

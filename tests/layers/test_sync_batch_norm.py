@@ -8,21 +8,13 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.layers import SyncBatchNormalization
+from tensorflow_similarity.testing import count_collectives
 from tests.distributed import mirrored_strategy
 
 # Both ways of combining the replicas' statistics must be exact.
 EXCHANGE_PATHS = ["reduce", "gather"]
 RTOL = 1e-4
 ATOL = 1e-4
-
-
-def count_collectives(concrete_function) -> int:
-    """Counts collective-communication ops in a traced function, nested functions included."""
-    graph_def = concrete_function.graph.as_graph_def()
-    nodes = list(graph_def.node)
-    for function in graph_def.library.function:
-        nodes.extend(function.node_def)
-    return sum(1 for n in nodes if n.op.startswith(("Collective", "Nccl")))
 
 
 def make_pair(shape, axis=-1, seed=0, **kwargs):
