@@ -14,6 +14,9 @@ from pathlib import Path
 
 from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
 
+# Each runs a benchmark script end to end (tens of seconds): out of the fast loop.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "architectures.py"
 

@@ -24,6 +24,9 @@ import pytest
 
 from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
 
+# Each runs a benchmark script end to end (tens of seconds): out of the fast loop.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "sync_bn.py"
 VARIANTS = ("plain", "keras", "ours")
