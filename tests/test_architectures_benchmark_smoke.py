@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
 
 # Each runs a benchmark script end to end (tens of seconds): out of the fast loop.
