@@ -219,14 +219,7 @@ class MultiShotMemorySampler(Sampler):
             ValueError: If `begin` is not in `[0, num_examples)` or `size` is
                 neither -1 nor a non-negative integer.
         """
-        owner = f"{type(self).__name__}.get_slice"
-        check_int("begin", begin, minimum=0, owner=owner)
-        check_int("size", size, minimum=-1, owner=owner)
-        if begin >= self.num_examples:
-            raise ValueError(
-                f"{owner}: begin={begin} is past the pool's {self.num_examples} examples."
-            )
-        end = self.num_examples if size == -1 else min(begin + size, self.num_examples)
+        end = self.slice_end(begin, size, self.num_examples)
         return self._gather(np.arange(begin, end))
 
     @property

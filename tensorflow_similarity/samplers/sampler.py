@@ -169,6 +169,28 @@ class Sampler(keras.utils.PyDataset, abc.ABC):
             `(x, y)`, `num_classes * examples_per_class` examples and their labels.
         """
 
+    def slice_end(self, begin: int, size: int, num_examples: int) -> int:
+        """Checks `get_slice(begin, size)`'s arguments and returns the end of the slice.
+
+        Args:
+            begin: Index of the first example.
+            size: Number of examples; -1 means up to the end.
+            num_examples: Number of examples the slice is taken from.
+
+        Returns:
+            The index after the slice's last example.
+
+        Raises:
+            ValueError: If `begin` is not in `[0, num_examples)` or `size` is
+                neither -1 nor a non-negative integer.
+        """
+        owner = f"{type(self).__name__}.get_slice"
+        check_int("begin", begin, minimum=0, owner=owner)
+        check_int("size", size, minimum=-1, owner=owner)
+        if begin >= num_examples:
+            raise ValueError(f"{owner}: begin={begin} is past the {num_examples} examples.")
+        return num_examples if size == -1 else min(begin + size, num_examples)
+
     def batch_rng(self, batch_id: int) -> np.random.Generator:
         """Returns the generator batch `batch_id` of the current epoch is drawn from."""
         return np.random.default_rng([self._entropy, self.epoch, batch_id])

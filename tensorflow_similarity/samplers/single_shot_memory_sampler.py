@@ -119,14 +119,7 @@ class SingleShotMemorySampler(Sampler):
             ValueError: If `begin` is not in `[0, num_examples)` or `size` is
                 neither -1 nor a non-negative integer.
         """
-        owner = f"{type(self).__name__}.get_slice"
-        check_int("begin", begin, minimum=0, owner=owner)
-        check_int("size", size, minimum=-1, owner=owner)
-        if begin >= self.num_examples:
-            raise ValueError(
-                f"{owner}: begin={begin} is past the {self.num_examples} examples of x."
-            )
-        end = self.num_examples if size == -1 else min(begin + size, self.num_examples)
+        end = self.slice_end(begin, size, self.num_examples)
         x = tf.convert_to_tensor(self._x[begin:end])
         y = tf.convert_to_tensor(self._y[begin:end])
         return self.augmenter(x, y, self.num_augmentations_per_example, self.is_warmup)
