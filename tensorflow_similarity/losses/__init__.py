@@ -1,6 +1,8 @@
-"""Self-supervised losses whose value and gradients are those of the global batch.
+"""Self-supervised and metric losses whose value and gradients are those of the global batch.
 
-Each is called as `loss(view1_output, view2_output)` and returns a scalar.
+The self-supervised ones are called as `loss(view1_output, view2_output)` and
+return a scalar; the metric ones as `loss(labels, embeddings)` (see
+`MetricLoss`).
 Under `tf.distribute` every replica computes the loss of the whole global batch
 (gathering what it needs from the other replicas), and Keras' usual `1 / K`
 scaling plus the optimizer's sum over replicas give exactly the single-device
@@ -10,8 +12,29 @@ gradient of the concatenated batch.
 from __future__ import annotations
 
 from tensorflow_similarity.losses.barlow import Barlow
+from tensorflow_similarity.losses.circle_loss import CircleLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
+from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
+from tensorflow_similarity.losses.pn_loss import PNLoss
 from tensorflow_similarity.losses.simclr import SimCLRLoss
 from tensorflow_similarity.losses.simsiam import SimSiamLoss
+from tensorflow_similarity.losses.softnn_loss import SoftNearestNeighborLoss
+from tensorflow_similarity.losses.supcon_loss import SupConLoss
+from tensorflow_similarity.losses.triplet_loss import TripletLoss
 from tensorflow_similarity.losses.vicreg import VicReg
 
-__all__ = ["Barlow", "SimCLRLoss", "SimSiamLoss", "VicReg"]
+__all__ = [
+    "Barlow",
+    "CircleLoss",
+    "MetricLoss",
+    "MultiNegativesRankLoss",
+    "MultiSimilarityLoss",
+    "PNLoss",
+    "SimCLRLoss",
+    "SimSiamLoss",
+    "SoftNearestNeighborLoss",
+    "SupConLoss",
+    "TripletLoss",
+    "VicReg",
+]
