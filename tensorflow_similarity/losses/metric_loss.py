@@ -16,6 +16,22 @@ from tensorflow_similarity.losses.mining import pair_masks
 _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
+def _keras_distributed_build(labels: tf.Tensor) -> bool:
+    """Whether these float labels come from Keras' symbolic build under a strategy.
+
+    Before the first step of `fit` under a strategy, Keras 3 builds the
+    compiled loss in the cross-replica context on the replicas' batches
+    reduced with MEAN, which turns integer labels into floats. Only the
+    output's spec is used, so such labels are accepted there (and cast);
+    anywhere else float labels are an error.
+    """
+    return (
+        labels.dtype.is_floating
+        and tf.distribute.has_strategy()
+        and tf.distribute.in_cross_replica_context()
+    )
+
+
 class MetricLoss(keras.losses.Loss):
     """Base class of the losses of labelled embeddings: `loss(labels, embeddings)`.
 
@@ -33,9 +49,8 @@ class MetricLoss(keras.losses.Loss):
 
     Global batch: in a replica context with `K > 1` replicas (under
     `tf.distribute`, e.g. inside Keras' `fit` in `strategy.scope()`), the
-    labels and embeddings of every replica are gathered with one
-    differentiable all-gather (replicas may hold different numbers of samples,
-    none included), every anchor is mined against the whole global batch, and
+    labels and embeddings of every replica are gathered (differentiably;
+    replicas may hold different numbers of samples, none included), every anchor is mined against the whole global batch, and
     each replica computes the loss of the global batch, exactly as one device
     holding the concatenated batch would. With the mean reductions,
     `__call__` then divides that value by `K`, the Keras convention: the
@@ -91,9 +106,9 @@ class MetricLoss(keras.losses.Loss):
         """Returns the `[n]` loss terms of the anchors (queries) against the keys.
 
         Args:
-            query_labels: `[n]` int32 labels of the anchors.
+            query_labels: `[n]` int64 labels of the anchors.
             query_embeddings: `[n, d]` anchor embeddings, float32 or wider.
-            key_labels: `[m]` int32 labels of the keys; the first `n` keys are
+            key_labels: `[m]` int64 labels of the keys; the first `n` keys are
                 the anchors.
             key_embeddings: `[m, d]` key embeddings.
         """
@@ -123,10 +138,15 @@ class MetricLoss(keras.losses.Loss):
                 terms = self.call(labels, embeddings)
                 local = terms
             else:
-                replica = tf.fill(tf.shape(labels), tf.cast(ctx.replica_id_in_sync_group, tf.int32))
-                labels, embeddings, replicas = gather_global_batch(labels, embeddings, replica)
+                # int64, not int32: TensorFlow keeps int32 tensors on the host,
+                # and one all-gather cannot mix host and device tensors.
+                mine = tf.cast(ctx.replica_id_in_sync_group, tf.int64)
+                replica = tf.fill(tf.shape(labels), mine)
+                # Two gathers: a batched all-gather concatenates its tensors
+                # together, so they must share a dtype.
+                (embeddings,) = gather_global_batch(embeddings)
+                labels, replicas = gather_global_batch(labels, replica)
                 terms = self.call(labels, embeddings)
-                mine = tf.cast(ctx.replica_id_in_sync_group, tf.int32)
                 local = tf.boolean_mask(terms, tf.equal(replicas, mine))
             if self.reduction in _MEAN_REDUCTIONS:
                 count = tf.cast(tf.size(terms), terms.dtype)
@@ -139,7 +159,7 @@ class MetricLoss(keras.losses.Loss):
         """Checks labels and embeddings before any work; returns them ready to use.
 
         Returns:
-            `[n]` int32 labels and `[n, d]` embeddings in the computation
+            `[n]` int64 labels and `[n, d]` embeddings in the computation
             dtype, gated in a graph on a run-time length check when the trace
             leaves the lengths unknown.
         """
@@ -151,7 +171,7 @@ class MetricLoss(keras.losses.Loss):
             )
         labels = tf.convert_to_tensor(y_true)
         embeddings = tf.convert_to_tensor(y_pred)
-        if not labels.dtype.is_integer:
+        if not labels.dtype.is_integer and not _keras_distributed_build(labels):
             raise ValueError(
                 f"{name} expects integer class labels as y_true, received dtype "
                 f"{labels.dtype.name}. Cast the labels to int32 or int64 (class ids)."
@@ -179,7 +199,7 @@ class MetricLoss(keras.losses.Loss):
                 f"{name} expects one label per embedding. Received {n_labels} labels for "
                 f"{n_embeddings} embeddings."
             )
-        labels = tf.cast(labels, tf.int32)
+        labels = tf.cast(labels, tf.int64)
         embeddings = tf.cast(embeddings, computation_dtype(embeddings.dtype))
         if n_labels is None or n_embeddings is None:
             check = tf.debugging.assert_equal(
