@@ -11,6 +11,7 @@ gradient of the concatenated batch.
 
 from __future__ import annotations
 
+from tensorflow_similarity.losses.arcface_loss import ArcFaceLoss
 from tensorflow_similarity.losses.barlow import Barlow
 from tensorflow_similarity.losses.circle_loss import CircleLoss
 from tensorflow_similarity.losses.metric_loss import MetricLoss
@@ -25,6 +26,7 @@ from tensorflow_similarity.losses.triplet_loss import TripletLoss
 from tensorflow_similarity.losses.vicreg import VicReg
 
 __all__ = [
+    "ArcFaceLoss",
     "Barlow",
     "CircleLoss",
     "MetricLoss",

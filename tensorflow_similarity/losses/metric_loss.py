@@ -50,9 +50,10 @@ class MetricLoss(keras.losses.Loss):
     Global batch: in a replica context with `K > 1` replicas (under
     `tf.distribute`, e.g. inside Keras' `fit` in `strategy.scope()`), the
     labels and embeddings of every replica are gathered (differentiably;
-    replicas may hold different numbers of samples, none included), every anchor is mined against the whole global batch, and
-    each replica computes the loss of the global batch, exactly as one device
-    holding the concatenated batch would. With the mean reductions,
+    replicas may hold different numbers of samples, none included), every
+    anchor is mined against the whole global batch, and each replica
+    computes the loss of the global batch, exactly as one device holding the
+    concatenated batch would. With the mean reductions,
     `__call__` then divides that value by `K`, the Keras convention: the
     gradient of a gathered tensor sums what every replica sends back, so the
     optimizer's sum of the replicas' gradients is the single-device gradient.
