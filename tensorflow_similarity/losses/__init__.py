@@ -1,10 +1,38 @@
-"""Losses whose value and gradients under `tf.distribute` are those of the global batch."""
+"""Losses whose value and gradients under `tf.distribute` are those of the global batch.
+
+The self-supervised ones are called as `loss(view1_output, view2_output)`
+(see `GlobalBatchLoss`), the metric ones as `loss(labels, embeddings)` (see
+`MetricLoss`).
+"""
 
 from __future__ import annotations
 
+from tensorflow_similarity.losses.arcface_loss import ArcFaceLoss
 from tensorflow_similarity.losses.barlow import Barlow
+from tensorflow_similarity.losses.circle_loss import CircleLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
+from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
+from tensorflow_similarity.losses.pn_loss import PNLoss
 from tensorflow_similarity.losses.simclr import SimCLRLoss
 from tensorflow_similarity.losses.simsiam import SimSiamLoss
+from tensorflow_similarity.losses.softnn_loss import SoftNearestNeighborLoss
+from tensorflow_similarity.losses.supcon_loss import SupConLoss
+from tensorflow_similarity.losses.triplet_loss import TripletLoss
 from tensorflow_similarity.losses.vicreg import VicReg
 
-__all__ = ["Barlow", "SimCLRLoss", "SimSiamLoss", "VicReg"]
+__all__ = [
+    "ArcFaceLoss",
+    "Barlow",
+    "CircleLoss",
+    "MetricLoss",
+    "MultiNegativesRankLoss",
+    "MultiSimilarityLoss",
+    "PNLoss",
+    "SimCLRLoss",
+    "SimSiamLoss",
+    "SoftNearestNeighborLoss",
+    "SupConLoss",
+    "TripletLoss",
+    "VicReg",
+]

@@ -1,0 +1,222 @@
+"""The base class of the supervised metric losses, mined over the global batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tensorflow_similarity import collectives
+from tensorflow_similarity.collectives import gather_global_batch, scale_for_replicas
+from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.losses._global_batch import computation_dtype
+from tensorflow_similarity.losses.mining import pair_masks
+
+_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
+
+
+def _keras_distributed_build(labels: tf.Tensor) -> bool:
+    """Whether these float labels come from Keras' symbolic build under a strategy.
+
+    Before the first step of `fit` under a strategy, Keras 3 builds the
+    compiled loss in the cross-replica context on the replicas' batches
+    reduced with MEAN, which turns integer labels into floats. Only the
+    output's spec is used, so such labels are accepted there (and cast);
+    anywhere else float labels are an error.
+    """
+    return (
+        labels.dtype.is_floating
+        and tf.distribute.has_strategy()
+        and tf.distribute.in_cross_replica_context()
+    )
+
+
+class MetricLoss(keras.losses.Loss):
+    """Base class of the losses of labelled embeddings: `loss(labels, embeddings)`.
+
+    Called as `loss(y_true=labels, y_pred=embeddings)` with `[n]` or `[n, 1]`
+    integer class labels and `[n, d]` embeddings. Subclasses implement
+    `per_anchor_loss(query_labels, query_embeddings, key_labels,
+    key_embeddings)`, returning one term per anchor (query) against the keys,
+    whose first rows are the anchors themselves; the base checks the inputs,
+    gathers the global batch and reduces. An anchor that has no positive (or,
+    for the losses that need one, no negative) among the keys contributes 0,
+    so a batch in which no anchor has a positive has loss 0, never NaN; the
+    mean is taken over all anchors, those included (0.17's convention).
+    Losses are computed in at least float32, so float16 and bfloat16
+    embeddings (mixed precision) give finite values.
+
+    Global batch: in a replica context with `K > 1` replicas (under
+    `tf.distribute`, e.g. inside Keras' `fit` in `strategy.scope()`), the
+    labels and embeddings of every replica are gathered (differentiably;
+    replicas may hold different numbers of samples, none included), every
+    anchor is mined against the whole global batch, and each replica
+    computes the loss of the global batch, exactly as one device holding the
+    concatenated batch would. With the mean reductions,
+    `__call__` then divides that value by `K`, the Keras convention: the
+    gradient of a gathered tensor sums what every replica sends back, so the
+    optimizer's sum of the replicas' gradients is the single-device gradient.
+    Any Keras model compiled with the loss gets global mining; no custom
+    training step is needed.
+
+    Args:
+        distance: The `Distance` between embeddings: an instance, a name or
+            its serialised config; `None` for losses that use none.
+        name: Name of the loss.
+        reduction: `"sum_over_batch_size"` (default), `"mean"` or
+            `"mean_with_sample_weight"`: the mean over the global batch's
+            anchors, divided by `K` in a replica context with `K > 1`
+            replicas. `"sum"`: the sum of this replica's anchors' terms (mined
+            against the global batch), so that the replicas' values add up to
+            the global sum. `"none"` or `None`: the `[n_local]` terms of this
+            replica's own anchors, unscaled, in their input order; divide
+            their sum by the global batch size (as
+            `tf.nn.compute_average_loss(values, global_batch_size=N)` does)
+            for the global mean. Without a strategy these are the usual sum
+            and per-anchor values.
+        dtype: Dtype of the result of Keras' loss wrapper; the computation
+            itself runs in the embeddings' dtype promoted to at least float32.
+
+    Raises:
+        ValueError: On labels that are not integers of shape `[n]` or
+            `[n, 1]`, embeddings that are not `[n, d]`, labels and embeddings
+            of different lengths (checked at run time when unknown while
+            tracing), an unknown distance, or when `sample_weight` is given.
+    """
+
+    def __init__(
+        self,
+        distance: Distance | str | None = None,
+        name: str | None = None,
+        reduction: str | None = "sum_over_batch_size",
+        dtype: Any = None,
+    ) -> None:
+        if isinstance(distance, dict):
+            distance = keras.saving.deserialize_keras_object(distance)
+        self.distance = None if distance is None else distance_canonicalizer(distance)
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def per_anchor_loss(
+        self,
+        query_labels: tf.Tensor,
+        query_embeddings: tf.Tensor,
+        key_labels: tf.Tensor,
+        key_embeddings: tf.Tensor,
+    ) -> tf.Tensor:
+        """Returns the `[n]` loss terms of the anchors (queries) against the keys.
+
+        Args:
+            query_labels: `[n]` int64 labels of the anchors.
+            query_embeddings: `[n, d]` anchor embeddings, float32 or wider.
+            key_labels: `[m]` int64 labels of the keys; the first `n` keys are
+                the anchors.
+            key_embeddings: `[m, d]` key embeddings.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement per_anchor_loss.")
+
+    def call(self, labels: tf.Tensor, embeddings: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms of a batch's anchors against that batch."""
+        return self.per_anchor_loss(labels, embeddings, labels, embeddings)
+
+    def pair_masks(
+        self, query_labels: tf.Tensor, key_labels: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns the positive (self excluded) and negative pair masks."""
+        return pair_masks(query_labels, key_labels)
+
+    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
+        if sample_weight is not None:
+            raise ValueError(
+                f"{type(self).__name__} does not accept sample_weight: each anchor's term "
+                "depends on the whole global batch. Call it without sample_weight (drop "
+                "sample_weight / class_weight from fit())."
+            )
+        with keras.name_scope(self.name):
+            labels, embeddings = self._check_inputs(y_true, y_pred)
+            ctx = collectives.sync_replica_context()
+            if ctx is None:
+                terms = self.call(labels, embeddings)
+                local = terms
+            else:
+                # int64, not int32: TensorFlow keeps int32 tensors on the host,
+                # and one all-gather cannot mix host and device tensors.
+                mine = tf.cast(ctx.replica_id_in_sync_group, tf.int64)
+                replica = tf.fill(tf.shape(labels), mine)
+                # Two gathers: a batched all-gather concatenates its tensors
+                # together, so they must share a dtype.
+                (embeddings,) = gather_global_batch(embeddings)
+                labels, replicas = gather_global_batch(labels, replica)
+                terms = self.call(labels, embeddings)
+                local = tf.boolean_mask(terms, tf.equal(replicas, mine))
+            if self.reduction in _MEAN_REDUCTIONS:
+                count = tf.cast(tf.size(terms), terms.dtype)
+                return scale_for_replicas(tf.math.divide_no_nan(tf.reduce_sum(terms), count))
+            if self.reduction == "sum":
+                return tf.reduce_sum(local)
+            return local
+
+    def _check_inputs(self, y_true: Any, y_pred: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        """Checks labels and embeddings before any work; returns them ready to use.
+
+        Returns:
+            `[n]` int64 labels and `[n, d]` embeddings in the computation
+            dtype, gated in a graph on a run-time length check when the trace
+            leaves the lengths unknown.
+        """
+        name = type(self).__name__
+        if y_true is None:
+            raise ValueError(
+                f"{name} needs the class labels as y_true, received None. Pass the labels "
+                "as y to fit() (e.g. fit(x, y) or a dataset of (x, y) pairs)."
+            )
+        labels = tf.convert_to_tensor(y_true)
+        embeddings = tf.convert_to_tensor(y_pred)
+        if not labels.dtype.is_integer and not _keras_distributed_build(labels):
+            raise ValueError(
+                f"{name} expects integer class labels as y_true, received dtype "
+                f"{labels.dtype.name}. Cast the labels to int32 or int64 (class ids)."
+            )
+        if not embeddings.dtype.is_floating:
+            raise ValueError(
+                f"{name} expects floating-point embeddings as y_pred, received dtype "
+                f"{embeddings.dtype.name}."
+            )
+        if len(embeddings.shape) != 2:
+            raise ValueError(
+                f"{name} expects embeddings of shape [batch, features] as y_pred. Received "
+                f"shape {embeddings.shape}. Flatten or pool the embeddings first."
+            )
+        if len(labels.shape) == 2 and labels.shape[1] == 1:
+            labels = labels[:, 0]
+        if len(labels.shape) != 1:
+            raise ValueError(
+                f"{name} expects labels of shape [batch] or [batch, 1] as y_true. Received "
+                f"shape {labels.shape}. Pass one integer class id per embedding."
+            )
+        n_labels, n_embeddings = labels.shape[0], embeddings.shape[0]
+        if n_labels is not None and n_embeddings is not None and n_labels != n_embeddings:
+            raise ValueError(
+                f"{name} expects one label per embedding. Received {n_labels} labels for "
+                f"{n_embeddings} embeddings."
+            )
+        labels = tf.cast(labels, tf.int64)
+        embeddings = tf.cast(embeddings, computation_dtype(embeddings.dtype))
+        if n_labels is None or n_embeddings is None:
+            check = tf.debugging.assert_equal(
+                tf.shape(labels)[0],
+                tf.shape(embeddings)[0],
+                message=f"{name} expects one label per embedding.",
+            )
+            with tf.control_dependencies([check] if check is not None else []):
+                labels, embeddings = tf.identity(labels), tf.identity(embeddings)
+        return labels, embeddings
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["dtype"] = self.dtype
+        return config
+
+    def distance_config(self) -> dict[str, Any]:
+        """Returns the distance as plain config values, for subclasses' `get_config`."""
+        return {"distance": keras.saving.serialize_keras_object(self.distance)}

@@ -1,0 +1,181 @@
+"""Float64 NumPy references of the metric losses, with plain loops over anchors and pairs.
+
+Written from the papers' formulas (as 0.17 states them for distances), not
+from the implementation: every anchor's positives and negatives are listed
+explicitly, then mined or summed one by one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def cosine(a, b):
+    return max(1.0 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), 0.0)
+
+
+DISTANCES = {
+    "cosine": cosine,
+    "l2": lambda a, b: math.sqrt(np.sum((a - b) ** 2)),
+    "sql2": lambda a, b: float(np.sum((a - b) ** 2)),
+    "l1": lambda a, b: float(np.sum(np.abs(a - b))),
+    "snr": lambda a, b: float(np.var(b - a) / np.var(a)),
+}
+
+
+def _pairs(labels, a):
+    positives = [j for j in range(len(labels)) if j != a and labels[j] == labels[a]]
+    negatives = [j for j in range(len(labels)) if labels[j] != labels[a]]
+    return positives, negatives
+
+
+def _log1p_sum_exp(values):
+    return math.log(1.0 + sum(math.exp(v) for v in values))
+
+
+def _logsumexp(values):
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def triplet_terms(labels, x, distance, positive, negative, margin, pn=False):
+    dist = DISTANCES[distance]
+    x = np.float64(x)
+    terms = []
+    for a in range(len(labels)):
+        positives, negatives = _pairs(labels, a)
+        if not positives or not negatives:
+            terms.append(0.0)
+            continue
+        d = {j: dist(x[a], x[j]) for j in positives + negatives}
+        pick = max if positive == "hard" else min
+        p = pick(positives, key=lambda j: d[j])
+        if negative == "hard":
+            n = min(negatives, key=lambda j: d[j])
+        elif negative == "easy":
+            n = max(negatives, key=lambda j: d[j])
+        else:
+            hardest = max(d[j] for j in positives)
+            farther = [j for j in negatives if d[j] > hardest]
+            if farther:
+                n = min(farther, key=lambda j: d[j])
+            else:
+                n = max(negatives, key=lambda j: d[j])
+        d_an = d[n]
+        if pn:
+            d_an = min(d_an, dist(x[p], x[n]))
+        gap = d[p] - d_an
+        terms.append(math.log1p(math.exp(gap)) if margin is None else max(gap + margin, 0.0))
+    return np.array(terms)
+
+
+def circle_terms(labels, x, distance, gamma, margin, paper=True):
+    dist = DISTANCES[distance]
+    x = np.float64(x)
+    terms = []
+    for a in range(len(labels)):
+        positives, negatives = _pairs(labels, a)
+        if not positives or not negatives:
+            terms.append(0.0)
+            continue
+        z_p = []
+        for j in positives:
+            d = dist(x[a], x[j])
+            z_p.append(-gamma * max(d + margin, 0.0) * (margin - d))
+        z_n = []
+        for j in negatives:
+            d = dist(x[a], x[j])
+            z_n.append(gamma * max(1.0 + margin - d, 0.0) * (1.0 - margin - d))
+        if paper:
+            s = _logsumexp(z_p) + _logsumexp(z_n)
+            terms.append(max(s, 0.0) + math.log1p(math.exp(-abs(s))))
+        else:
+            terms.append(_log1p_sum_exp(z_p) + _log1p_sum_exp(z_n))
+    return np.array(terms)
+
+
+def multisim_terms(labels, x, distance, alpha, beta, epsilon, lmda, center):
+    dist = DISTANCES[distance]
+    x = np.float64(x)
+    terms = []
+    for a in range(len(labels)):
+        positives, negatives = _pairs(labels, a)
+        if not positives or not negatives:
+            terms.append(0.0)
+            continue
+        d = {j: dist(x[a], x[j]) for j in positives + negatives}
+        closest_negative = min(d[j] for j in negatives)
+        farthest_positive = max(d[j] for j in positives)
+        kept_p = [j for j in positives if d[j] > closest_negative - epsilon]
+        kept_n = [j for j in negatives if d[j] < farthest_positive + epsilon]
+        if not kept_p or not kept_n:
+            terms.append(0.0)
+            continue
+        p = _log1p_sum_exp([alpha * (d[j] + lmda - center) for j in kept_p]) / alpha
+        n = _log1p_sum_exp([-beta * (d[j] + lmda - center) for j in kept_n]) / beta
+        terms.append(p + n)
+    return np.array(terms)
+
+
+def softnn_terms(labels, x, distance, temperature):
+    dist = DISTANCES[distance]
+    x = np.float64(x)
+    terms = []
+    for a in range(len(labels)):
+        positives, negatives = _pairs(labels, a)
+        if not positives:
+            terms.append(0.0)
+            continue
+        same = sum(math.exp(-dist(x[a], x[j]) / temperature) for j in positives)
+        every = same + sum(math.exp(-dist(x[a], x[j]) / temperature) for j in negatives)
+        terms.append(-math.log(same / every))
+    return np.array(terms)
+
+
+def supcon_terms(labels, x, temperature):
+    x = np.float64(x)
+    u = x / np.linalg.norm(x, axis=1, keepdims=True)
+    terms = []
+    for a in range(len(labels)):
+        positives, negatives = _pairs(labels, a)
+        if not positives:
+            terms.append(0.0)
+            continue
+        others = positives + negatives
+        log_norm = _logsumexp([u[a] @ u[j] / temperature for j in others])
+        total = 0.0
+        for p in positives:
+            total += -(u[a] @ u[p] / temperature - log_norm)
+        terms.append(total / len(positives))
+    return np.array(terms)
+
+
+def multineg_rank(queries, keys, scale):
+    q, k = np.float64(queries), np.float64(keys)
+    total = 0.0
+    for i in range(len(q)):
+        logits = [scale * (q[i] @ k[j]) for j in range(len(k))]
+        total += -logits[i] + _logsumexp(logits)
+    return total / len(q)
+
+
+def arcface_terms(labels, cosines, margin, scale):
+    cosines = np.float64(cosines)
+    terms = []
+    for i, y in enumerate(labels):
+        logits = []
+        for c in range(cosines.shape[1]):
+            cos = min(max(cosines[i, c], -1.0), 1.0)
+            if c == y:
+                theta = math.acos(cos)
+                if theta + margin <= math.pi:
+                    value = math.cos(theta + margin)
+                else:
+                    value = cos - margin * math.sin(margin)
+                logits.append(scale * value)
+            else:
+                logits.append(scale * cos)
+        terms.append(-logits[y] + _logsumexp(logits))
+    return np.array(terms)
