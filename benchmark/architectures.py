@@ -23,7 +23,8 @@ synced interleaved (alternating which goes first, with garbage collected
 before each), so that load from other processes hits both alike.
 The replicas are logical CPUs carved out of one host: step times measure the
 synchronisation overhead, not a speed-up. Results go to
-`<out>/architectures.md` and `<out>/architectures.json`.
+`<out>/architectures.md` and `<out>/architectures.json`: `benchmark/results` for
+a full run, a new temporary folder (printed) for a `--quick` one.
 
 Usage:
 
@@ -50,6 +51,12 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from benchmark_common import output_folder  # noqa: E402
+
+from tensorflow_similarity import architectures as arch  # noqa: E402
+from tensorflow_similarity.distribute import convert_sync_batchnorm  # noqa: E402
+from tensorflow_similarity.distribute.rebuild import all_layers  # noqa: E402
+from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
 NUM_REPLICAS = 4
 
@@ -63,6 +70,7 @@ def _seconds(fn):
 
 
 def _keras_cv_backbone(size: int) -> keras.Model:
+    # keras-cv is optional: only the full run's BackboneSim rows need it.
     import keras_cv
 
     return keras_cv.models.ResNetV2Backbone(
@@ -76,8 +84,6 @@ def _keras_cv_backbone(size: int) -> keras.Model:
 
 def builders(size: int, quick: bool) -> dict:
     """Returns name -> (build(sync_bn), build_backbone() or None for native builders)."""
-    from tensorflow_similarity import architectures as arch
-
     shape = (size, size, 3)
     table = {
         "ResNet18Sim": (lambda s: arch.ResNet18Sim(shape, sync_bn=s), None),
@@ -109,10 +115,6 @@ def _median_seconds(fn, repeats: int) -> float:
 
 
 def measure_builds(size: int, quick: bool, repeats: int) -> list[dict]:
-    from tensorflow_similarity.distribute.conversion import convert_sync_batchnorm
-    from tensorflow_similarity.distribute.rebuild import all_layers
-    from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
-
     def quietly(fn):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -174,8 +176,6 @@ def measure_builds(size: int, quick: bool, repeats: int) -> list[dict]:
 
 
 def measure_step(size: int, repeats: int) -> dict:
-    from tensorflow_similarity.architectures import ResNet18Sim
-
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")][:NUM_REPLICAS]
     strategy = tf.distribute.MirroredStrategy(cpus)
     per_replica = 8
@@ -188,7 +188,7 @@ def measure_step(size: int, repeats: int) -> dict:
     result = {}
     for label, sync_bn in (("plain", False), ("sync", True)):
         with strategy.scope():
-            model = ResNet18Sim((size, size, 3), sync_bn=sync_bn)
+            model = arch.ResNet18Sim((size, size, 3), sync_bn=sync_bn)
             optimizer = keras.optimizers.SGD(0.01)
             optimizer.build(model.trainable_variables)
 
@@ -314,10 +314,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed training steps")
     parser.add_argument("--build-repeats", type=int, default=4, help="timed builds (median)")
     parser.add_argument("--no-step", action="store_true", help="skip the training step")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default: benchmark/results; with --quick, a new temporary folder)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.size, args.repeats, args.build_repeats = 64, 2, 1
+    out = output_folder(args.out, args.quick, "architectures")
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -339,7 +345,7 @@ def main() -> None:
     }
     if not args.no_step:
         payload["step"] = measure_step(args.step_size, args.repeats)
-    print(write_results(args.out, payload))
+    print(write_results(out, payload))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: markdown tables and loading one script from another.
+"""What the benchmark scripts share: tables, where results go, loading one script from another.
 
 The scripts run as `python benchmark/<name>.py`, which puts this folder on
 `sys.path`, so they import this module by its file name. Code that runs
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 BENCHMARK_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCHMARK_DIR / "results"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -22,6 +24,34 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def output_folder(out: Path | None, quick: bool, name: str) -> Path:
+    """The folder a run writes its results to, said on screen for a quick run.
+
+    `benchmark/results` holds the full runs that `REPORT.md` is built from, so a
+    quick (smoke) run never writes there unless asked to.
+
+    Args:
+        out: The folder the user asked for, or `None`.
+        quick: Whether this is a quick run.
+        name: The script's name, the prefix of a quick run's folder.
+
+    Returns:
+        `out` if given; else, for a quick run, a new temporary folder; else
+        `benchmark/results`.
+    """
+    if out is not None:
+        return out
+    if not quick:
+        return RESULTS_DIR
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}_quick_"))
+    print(
+        f"Quick run: results go to {folder} ({RESULTS_DIR} keeps the full run's; "
+        "--out chooses the folder).",
+        flush=True,
+    )
+    return folder
 
 
 def load_benchmark_module(name: str) -> ModuleType:

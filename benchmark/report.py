@@ -18,7 +18,8 @@ Usage:
 
     python benchmark/ssl_quality.py && python benchmark/sync_bn.py && \\
         python benchmark/architectures.py && python benchmark/report.py
-    python benchmark/report.py --results /tmp/out     # report on results elsewhere
+    python benchmark/report.py --results /tmp/out     # report on results elsewhere,
+                                                      # e.g. the folder a --quick run printed
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import ssl_quality_tables  # noqa: E402
 from benchmark_common import BENCHMARK_DIR, load_benchmark_module, markdown_table  # noqa: E402
+from ssl_quality_tables import ALGORITHM_LABELS, SETTINGS  # noqa: E402
 
-SETTINGS = ("per_replica", "sync", "single")
 SETTING_STYLE = {
     "per_replica": ("(a) per-replica BN, 4 replicas", "tab:red", "o"),
     "sync": ("(b) synchronised BN, 4 replicas", "tab:blue", "s"),
@@ -146,9 +148,7 @@ def plot_ssl_quality(report: dict[str, Any], path: Path) -> None:
 
 
 def algorithm_label(algorithm: str) -> str:
-    return {"simsiam": "SimSiam", "simclr": "SimCLR", "barlow": "Barlow Twins"}.get(
-        algorithm, algorithm
-    )
+    return ALGORITHM_LABELS.get(algorithm, algorithm)
 
 
 def ssl_conclusion(report: dict[str, Any]) -> str:
@@ -296,7 +296,6 @@ def baseline_sentence(report: dict[str, Any]) -> str:
 
 
 def ssl_section(report: dict[str, Any], plot: Path, results_name: str) -> str:
-    module = load_benchmark_module("ssl_quality")
     meta = report["meta"]
     return "\n".join(
         [
@@ -305,11 +304,11 @@ def ssl_section(report: dict[str, Any], plot: Path, results_name: str) -> str:
             "with per-replica batch norm, (b) 4 replicas with synchronised batch norm and (c) "
             "one device with the global batch; test kNN accuracy of the backbone's "
             "embeddings.\n",
-            module.setup_markdown(report),
+            ssl_quality_tables.setup_markdown(report),
             f"![kNN accuracy vs per-replica batch]({plot.name})\n",
             f"Figure: `{meta['command']}`, then `python benchmark/report.py` "
             f"(from `{results_name}`).\n",
-            module.tables_markdown(report, level=3),
+            ssl_quality_tables.tables_markdown(report, level=3),
             "### Conclusion\n",
             ssl_conclusion(report),
         ]

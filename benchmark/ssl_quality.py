@@ -22,7 +22,10 @@ to two references: kNN on raw pixels and on the untrained backbone.
 The replicas are logical CPU devices carved out of the host (4 of them), so
 this measures what the statistics do to learning, not speed.
 
-Results go to `<out>/ssl_quality.md` and `<out>/ssl_quality.json`;
+The cells and their tables are defined in `ssl_quality_tables.py`. Results go to
+`<out>/ssl_quality.md` and `<out>/ssl_quality.json`: `benchmark/results`
+for a full run, a new temporary folder (printed) for a `--quick` one, so that a
+smoke run never replaces the full results; `--out` chooses the folder either way.
 `benchmark/report.py` turns the JSON into plots and `benchmark/results/REPORT.md`.
 
 Usage:
@@ -55,7 +58,15 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from benchmark_common import markdown_table  # noqa: E402
+from benchmark_common import output_folder  # noqa: E402
+from ssl_quality_tables import (  # noqa: E402
+    ALGORITHMS,
+    KNN_K,
+    KNN_TEMPERATURE,
+    NUM_REPLICAS,
+    SETTINGS,
+    render_markdown,
+)
 
 from tensorflow_similarity import augmenters  # noqa: E402
 from tensorflow_similarity.augmenters import ViewAugmenter  # noqa: E402
@@ -63,22 +74,11 @@ from tensorflow_similarity.callbacks import knn_accuracy  # noqa: E402
 from tensorflow_similarity.data import ImageData, check_data_spec, load_data  # noqa: E402
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model  # noqa: E402
 
-NUM_REPLICAS = 4
-ALGORITHMS = ("simsiam", "simclr", "barlow")
-ALGORITHM_LABELS = {"simsiam": "SimSiam", "simclr": "SimCLR", "barlow": "Barlow Twins"}
-SETTINGS = ("per_replica", "sync", "single")
-SETTING_LABELS = {
-    "per_replica": "(a) per-replica BN",
-    "sync": "(b) synchronised BN",
-    "single": "(c) one device",
-}
 AUGMENTERS = {
     "simsiam": augmenters.simsiam_augmenter,
     "simclr": augmenters.simclr_augmenter,
     "barlow": augmenters.barlow_augmenter,
 }
-KNN_K = 20
-KNN_TEMPERATURE = 0.07
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +119,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).resolve().parent / "results",
-        help="Folder for ssl_quality.md and ssl_quality.json (default: benchmark/results).",
+        default=None,
+        help=(
+            "Folder for ssl_quality.md and ssl_quality.json (default: benchmark/results; with "
+            "--quick, a new temporary folder)."
+        ),
     )
     parser.add_argument("--image-size", type=int, default=16, help="Image side (default: 16).")
     parser.add_argument(
@@ -440,128 +443,6 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# --------------------------------------------------------------------------------------
-# Report.
-# --------------------------------------------------------------------------------------
-
-
-def percent(value: float) -> str:
-    return f"{100 * value:.1f}"
-
-
-def cell_text(row: dict[str, Any] | None) -> str:
-    if row is None:
-        return "-"
-    return (
-        f"{percent(row['mean'])} ± {percent(row['std'])} "
-        f"({percent(row['min'])}-{percent(row['max'])})"
-    )
-
-
-def diff_text(row: dict[str, Any] | None) -> str:
-    if row is None or "diff_vs_single_mean" not in row:
-        return "-"
-    return f"{100 * row['diff_vs_single_mean']:+.1f} ± {percent(row['diff_vs_single_std'])}"
-
-
-def setup_markdown(report: dict[str, Any]) -> str:
-    """The run's machine, command, data, model and evaluation, as a markdown list."""
-    meta = report["meta"]
-    config = meta["config"]
-    baselines = report["baselines"]
-    random_init = [b["knn_accuracy"] for b in baselines if b["name"] == "untrained backbone"]
-    raw = next(b["knn_accuracy"] for b in baselines if b["name"] == "raw pixels")
-    parts = [
-        f"- Machine: {meta['hardware']}; {meta['platform']}",
-        f"- TensorFlow {meta['tensorflow']}, Keras {meta['keras']}, Python {meta['python']}",
-        f"- Date (UTC): {meta['date_utc']}; wall time {meta['elapsed_s'] / 60:.1f} min",
-        f"- Command: `{meta['command']}`",
-        f"- Data: {meta['data_source']}, {meta['train_images']} training / "
-        f"{meta['test_images']} test images at {config['image_size']}x{config['image_size']}",
-        f"- Model: ResNet-style backbone, widths {config['width']}/{2 * config['width']}/"
-        f"{4 * config['width']} ({meta['backbone_params']:,} parameters, "
-        f"{meta['backbone_batch_norm_layers']} batch-norm layers), projector "
-        f"{2 * config['projector_dim']}-{config['projector_dim']}; Adam, learning rate "
-        f"{config['learning_rate']:g}; {config['epochs']} epoch(s); seeds "
-        f"{', '.join(str(s) for s in config['seeds'])}"
-        + (" (**--quick**: checks the pipeline only)" if config["quick"] else ""),
-        f"- kNN: k={KNN_K}, temperature {KNN_TEMPERATURE}, backbone embeddings, train set as "
-        "memory, test set as queries. References: raw pixels "
-        f"{percent(raw)}%, untrained backbone "
-        + (
-            f"{percent(statistics.fmean(random_init))}%"
-            + (f" ± {percent(statistics.stdev(random_init))}" if len(random_init) > 1 else "")
-            if random_init
-            else "-"
-        )
-        + ".",
-    ]
-    if not meta.get("complete", True):
-        finished = sorted({r["seed"] for r in report["runs"]})
-        parts.append(
-            f"- **Incomplete run**: stopped after seed(s) {', '.join(map(str, finished))}; "
-            "the tables hold those seeds only."
-        )
-    parts.append("")
-    return "\n".join(parts)
-
-
-def tables_markdown(report: dict[str, Any], level: int = 2) -> str:
-    """One markdown table per algorithm, under headings of `level`."""
-    config = report["meta"]["config"]
-    summary = {(r["algorithm"], r["batch_per_replica"], r["setting"]): r for r in report["summary"]}
-    parts = [
-        f"(a) and (b): {NUM_REPLICAS} replicas with `b` images each; (c): one device with "
-        f"the global batch of {NUM_REPLICAS} `b`. Same initial weights, batches and "
-        "augmentations for a, b and c within a seed; every batch size trains the same number "
-        "of epochs, so 4x the batch means 4x fewer steps. Accuracy in %: mean ± sample standard "
-        "deviation over seeds (min-max). `- (c)`: the paired per-seed difference to (c), in "
-        "points, mean ± standard deviation.\n",
-    ]
-    for algorithm in config["algorithms"]:
-        rows = []
-        for batch in config["batch_sizes"]:
-            cells = {s: summary.get((algorithm, batch, s)) for s in SETTINGS}
-            rows.append(
-                [
-                    batch,
-                    NUM_REPLICAS * batch,
-                    cell_text(cells["per_replica"]),
-                    cell_text(cells["sync"]),
-                    cell_text(cells["single"]),
-                    diff_text(cells["per_replica"]),
-                    diff_text(cells["sync"]),
-                ]
-            )
-        parts.append(f"{'#' * level} {ALGORITHM_LABELS[algorithm]}\n")
-        parts.append(
-            markdown_table(
-                [
-                    "per-replica batch",
-                    "global batch",
-                    SETTING_LABELS["per_replica"],
-                    SETTING_LABELS["sync"],
-                    SETTING_LABELS["single"],
-                    "(a) - (c)",
-                    "(b) - (c)",
-                ],
-                rows,
-            )
-            + "\n"
-        )
-    return "\n".join(parts)
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    return "\n".join(
-        [
-            "# Self-supervised quality: per-replica vs synchronised batch norm\n",
-            setup_markdown(report),
-            tables_markdown(report),
-        ]
-    )
-
-
 def metadata(
     config: RunConfig, argv: Sequence[str], data: ImageData, reference: ContrastiveModel
 ) -> dict[str, Any]:
@@ -606,6 +487,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except ValueError as error:
         raise SystemExit(str(error)) from None
     strategy = make_strategy(devices)
+    out = output_folder(args.out, config.quick, "ssl_quality")
     started = time.perf_counter()
     log(
         f"{data.source}: {len(data.x_train)} train / {len(data.x_test)} test images; "
@@ -640,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
         )
     reference_meta = metadata(config, argv, data, references[config.algorithms[0], config.seeds[0]])
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
 
     def write(runs: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
         report = {
@@ -653,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "runs": runs,
             "summary": summarise(runs),
         }
-        (args.out / "ssl_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out / "ssl_quality.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
 
     # Seed-major, with every trainer kept: a run stopped early still holds whole seeds
@@ -677,8 +559,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     markdown = render_markdown(report)
     print()
     print(markdown)
-    (args.out / "ssl_quality.md").write_text(markdown)
-    print(f"Wrote {args.out / 'ssl_quality.md'} and {args.out / 'ssl_quality.json'}")
+    (out / "ssl_quality.md").write_text(markdown)
+    print(f"Wrote {out / 'ssl_quality.md'} and {out / 'ssl_quality.json'}")
     return report
 
 

@@ -1,6 +1,6 @@
-"""One worker of the two-process part of `benchmark/sync_bn.py` (not run by hand).
+"""One worker of the `multiworker` section of `benchmark/sync_bn.py` (not run by hand).
 
-`sync_bn.py` starts two copies with a shared `TF_CONFIG`; each creates a
+`sync_bn_multiworker.py` starts two copies with a shared `TF_CONFIG`; each creates a
 `tf.distribute.MultiWorkerMirroredStrategy` (one CPU replica per process),
 builds the ResNet training step of every variant with identical weights, and
 times them interleaved. Worker 0 writes the times to `--out` as JSON.
@@ -20,8 +20,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import keras  # noqa: E402
-import sync_bn  # noqa: E402
+import sync_bn_resnet  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from sync_bn_common import ResNetSetting  # noqa: E402
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -44,16 +45,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     # The strategy must exist before any other TensorFlow op runs in this process.
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    setting = sync_bn.ResNetSetting(
+    setting = ResNetSetting(
         args.model, args.image_size, args.batch_per_replica, replica_counts=(2,)
     )
     keras.utils.set_random_seed(0)
-    weights = sync_bn.build_resnet_variant(setting, "plain").get_weights()
+    weights = sync_bn_resnet.build_resnet_variant(setting, "plain").get_weights()
     steps = {
-        variant: sync_bn.make_embedding_train_step(strategy, setting, variant, weights)
+        variant: sync_bn_resnet.make_embedding_train_step(strategy, setting, variant, weights)
         for variant in args.variants.split(",")
     }
-    measured = sync_bn.time_train_steps(steps, args.reps, warmup=1)
+    measured = sync_bn_resnet.time_train_steps(steps, args.reps, warmup=1)
     if strategy.cluster_resolver.task_id == 0:
         args.out.write_text(json.dumps(measured))
 

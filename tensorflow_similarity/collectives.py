@@ -72,23 +72,29 @@ def gather_rows(ctx: tf.distribute.ReplicaContext, row: tf.Tensor) -> tf.Tensor:
     return ctx.all_reduce(tf.distribute.ReduceOp.SUM, slot[:, tf.newaxis] * row[tf.newaxis])
 
 
-def group_rows(ctx: tf.distribute.ReplicaContext, rows: tf.Tensor, group_size: int) -> tf.Tensor:
-    """Selects, from gathered rows, those of the caller's sync group.
+def sum_by_group(ctx: tf.distribute.ReplicaContext, value: tf.Tensor, group_size: int) -> tf.Tensor:
+    """Sums a 1-D tensor within every sync group at once, with a single all-reduce.
+
+    Each replica writes `value` into its group's slot of a zero matrix, and the
+    matrices are summed: an exact per-group sum (adding zeros loses nothing)
+    whose size is the number of groups times `len(value)`, not the number of
+    replicas. Values must be finite (a non-finite one would spread to the
+    other slots).
 
     Args:
         ctx: The replica context.
-        rows: `[num_replicas, D]` rows from `gather_rows`.
-        group_size: Contiguous group size dividing `num_replicas`.
+        value: A 1-D tensor of the same length on every replica.
+        group_size: Contiguous group size dividing the number of replicas.
 
     Returns:
-        The `[group_size, D]` rows of the replicas in the caller's group.
+        A `[num_groups, len(value)]` tensor whose row `g` is the sum over group `g`.
     """
-    num_replicas = ctx.num_replicas_in_sync
-    if group_size == num_replicas:
-        return rows
+    num_groups = ctx.num_replicas_in_sync // group_size
+    if num_groups == 1:
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)[tf.newaxis]
     group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
-    grouped = tf.reshape(rows, [num_replicas // group_size, group_size, -1])
-    return tf.gather(grouped, group_id)
+    slot = tf.one_hot(group_id, num_groups, dtype=value.dtype)
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, slot[:, tf.newaxis] * value[tf.newaxis])
 
 
 def group_sum(ctx: tf.distribute.ReplicaContext, value: tf.Tensor, group_size: int) -> tf.Tensor:
@@ -104,7 +110,8 @@ def group_sum(ctx: tf.distribute.ReplicaContext, value: tf.Tensor, group_size: i
     """
     if group_size == ctx.num_replicas_in_sync:
         return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
-    return tf.reduce_sum(group_rows(ctx, gather_rows(ctx, value), group_size), axis=0)
+    group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
+    return tf.gather(sum_by_group(ctx, value, group_size), group_id)
 
 
 def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:

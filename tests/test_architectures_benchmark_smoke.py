@@ -12,23 +12,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import load_benchmark
+import pytest
+
+from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
+
+# Each runs a benchmark script end to end (tens of seconds): out of the fast loop.
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "architectures.py"
 
 
 def test_quick_run_writes_build_rows_and_tables(tmp_path):
+    # Without --out, a quick run writes to a new folder in TMPDIR, never to benchmark/results.
+    before = results_snapshot()
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--no-step", "--out", str(tmp_path)],
+        [sys.executable, str(SCRIPT), "--quick", "--no-step"],
         cwd=REPO,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    payload = json.loads((tmp_path / "architectures.json").read_text())
+    assert results_snapshot() == before
+    out = quick_output_folder(result.stdout)
+    assert out.parent == tmp_path
+    payload = json.loads((out / "architectures.json").read_text())
     assert payload["quick"] and payload["size"] == 64 and payload["build_repeats"] == 1
     rows = {row["builder"]: row for row in payload["builds"]}
     assert set(rows) == {"ResNet18Sim", "EfficientNetSim(B0)"}
@@ -45,7 +55,7 @@ def test_quick_run_writes_build_rows_and_tables(tmp_path):
     assert efficientnet["rebuild_copy_s"] > 0 and efficientnet["rebuild_shared_s"] > 0
     assert "step" not in payload
 
-    markdown = (tmp_path / "architectures.md").read_text()
+    markdown = (out / "architectures.md").read_text()
     assert f"| ResNet18Sim | {rows['ResNet18Sim']['params']:,} | 20 | 20 |" in markdown
     assert "alternating which goes first" in markdown
     over = sum(row["sync_over_plain"] > 1.5 for row in rows.values())

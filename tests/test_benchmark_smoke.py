@@ -1,5 +1,9 @@
 """Smoke test of `benchmark/sync_bn.py`: a `--quick` run writes every table row.
 
+Without `--out`, the quick run must write to a temporary folder and leave the
+committed full results in `benchmark/results` untouched; with `--out` it
+writes there.
+
 The script runs in a subprocess, as a user would run it, because it must
 configure its own logical devices before TensorFlow initialises. Timings are
 never asserted (they depend on the machine and its load); collective counts and
@@ -18,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_benchmark
+from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
+
+# Each runs a benchmark script end to end (tens of seconds): out of the fast loop.
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "sync_bn.py"
@@ -47,10 +54,21 @@ def _run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sync_bn")
-    result = _run_script("--quick", "--out", str(out))
+def results_before():
+    return results_snapshot()
+
+
+@pytest.fixture(scope="module")
+def quick_tmpdir(tmp_path_factory):
+    """The TMPDIR of the quick run, where it puts its results folder when given no --out."""
+    return tmp_path_factory.mktemp("sync_bn_tmpdir")
+
+
+@pytest.fixture(scope="module")
+def quick_run(results_before, quick_tmpdir):
+    result = _run_script("--quick", env={"TMPDIR": str(quick_tmpdir)})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    out = quick_output_folder(result.stdout)
     report = json.loads((out / "sync_bn.json").read_text())
     markdown = (out / "sync_bn.md").read_text()
     return report, markdown, result.stdout
@@ -78,6 +96,16 @@ def test_header_names_machine_versions_date_and_command(quick_run):
 def test_stdout_prints_the_written_tables(quick_run):
     _, markdown, stdout = quick_run
     assert markdown.strip() in stdout
+
+
+def test_quick_run_writes_to_a_temporary_folder_not_the_committed_results(
+    quick_run, results_before, quick_tmpdir
+):
+    _, _, stdout = quick_run
+    out = quick_output_folder(stdout)
+    assert out.parent == quick_tmpdir
+    assert {p.name for p in out.iterdir()} == {"sync_bn.json", "sync_bn.md"}
+    assert results_snapshot() == results_before
 
 
 def test_collectives_table_has_every_variant_and_counts_agree(quick_run):

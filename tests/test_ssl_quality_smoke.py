@@ -9,13 +9,14 @@ conclusions are known, so a wrong comparison or a wrong sign fails them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_benchmark
+from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT / "benchmark"
@@ -171,15 +172,21 @@ def test_report_writes_plots_and_markdown(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_writes_tables_and_json(tmp_path):
+    # Without --out, a quick run writes to a new folder in TMPDIR, never to benchmark/results.
+    before = results_snapshot()
     result = subprocess.run(
-        [sys.executable, str(BENCHMARK / "ssl_quality.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(BENCHMARK / "ssl_quality.py"), "--quick"],
         cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads((tmp_path / "ssl_quality.json").read_text())
+    assert results_snapshot() == before
+    out = quick_output_folder(result.stdout)
+    assert out.parent == tmp_path
+    report = json.loads((out / "ssl_quality.json").read_text())
     config = report["meta"]["config"]
     assert config["quick"] and report["meta"]["complete"]
     cells = {
@@ -199,10 +206,10 @@ def test_quick_run_writes_tables_and_json(tmp_path):
     assert {b["name"] for b in report["baselines"]} == {"raw pixels", "untrained backbone"}
     assert len(report["summary"]) == len(cells) // len(config["seeds"])
 
-    markdown = (tmp_path / "ssl_quality.md").read_text()
+    markdown = (out / "ssl_quality.md").read_text()
     assert "| per-replica batch | global batch | (a) per-replica BN |" in markdown
     assert "## SimCLR" in markdown
 
-    built = load_benchmark("report").main(["--results", str(tmp_path)])
-    assert (tmp_path / "ssl_quality.png").exists()
+    built = load_benchmark("report").main(["--results", str(out)])
+    assert (out / "ssl_quality.png").exists()
     assert "### Conclusion" in built.read_text()

@@ -9,6 +9,9 @@ import tensorflow as tf
 from keras import ops
 
 from tensorflow_similarity import collectives
+from tensorflow_similarity._validation import check_choice, is_int
+
+EXCHANGES = ("auto", "reduce", "gather")
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -26,11 +29,14 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     Compared with Keras' `BatchNormalization(synchronized=True)`:
 
     * Robust: each replica computes its own count, mean and centred sum of
-      squares (M2), and the replicas' triples are merged with Chan's parallel
-      formula, so there is no `E[x^2] - E[x]^2` cancellation when
-      `|mean| >> std`.
-    * Cheap: one packed all-reduce per layer in the forward pass and one in the
-      backward pass (Keras issues three and two).
+      squares (M2) around a shift within its data, so there is no
+      `E[x^2] - E[x]^2` cancellation when `|mean| >> std`; the replicas' parts
+      are merged in float64 around the shared moving mean, or with Chan's
+      parallel formula (see `exchange`).
+    * Cheap: one packed collective per layer in the forward pass and one
+      all-reduce in the backward pass (Keras issues three and two); with
+      `exchange="reduce"` the forward one is `2 C + 1` float64 values for `C`
+      channels, whatever the number of replicas.
     * Exact for unequal per-replica batches (a partial last batch); an empty
       replica contributes nothing and no NaN; an empty global batch leaves the
       moving statistics unchanged.
@@ -57,6 +63,13 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             synchronises contiguous groups of `g` replicas (replicas `0..g-1`,
             `g..2g-1`, ...). `g` must divide the number of replicas, which is
             checked at the first training call.
+        exchange: How the forward pass combines the replicas' statistics:
+            `"reduce"` (an all-reduce of per-channel sums re-centred on the
+            moving mean, in float64: constant size in the number of replicas),
+            `"gather"` (one float32 row per replica, merged with Chan's
+            formula: for devices without float64 collectives) or `"auto"`
+            (default: `"gather"` under `TPUStrategy`, else `"reduce"`). Both
+            are exact to float32 rounding for `|mean| / std` up to 1e4.
         **kwargs: Base layer keyword arguments (`name`, `dtype`, `trainable`).
             `synchronized` is accepted for compatibility with Keras configs and
             has no effect: this layer always synchronises. `renorm=True` is
@@ -92,18 +105,26 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         beta_constraint: Any = None,
         gamma_constraint: Any = None,
         group_size: int | None = None,
+        exchange: str = "auto",
         **kwargs: Any,
     ) -> None:
         kwargs.pop("synchronized", None)
+        check_choice(
+            "exchange",
+            exchange,
+            EXCHANGES,
+            owner="SyncBatchNormalization",
+            hint="('reduce': one all-reduce of per-channel sums, constant in the number of "
+            "replicas; 'gather': one row per replica; 'auto': 'reduce', or 'gather' under "
+            "TPUStrategy, whose collectives have no float64).",
+        )
         if kwargs.get("renorm"):
             raise ValueError(
                 "SyncBatchNormalization does not support renorm=True: batch "
                 "renormalisation corrections are not synchronised across replicas. "
                 "Keep this layer a keras.layers.BatchNormalization, or set renorm=False."
             )
-        if group_size is not None and (
-            isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1
-        ):
+        if group_size is not None and (not is_int(group_size) or group_size < 1):
             raise ValueError(
                 "group_size must be None (sync all replicas) or a positive integer "
                 f"that divides the number of replicas. Received: group_size={group_size!r}"
@@ -126,6 +147,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             **kwargs,
         )
         self.group_size = group_size
+        self.exchange = exchange
 
     def call(self, inputs, training=None, mask=None):
         ctx = collectives.sync_replica_context()
@@ -145,8 +167,15 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
                 ops.expand_dims(ops.cast(mask, x.dtype), axis=-1), ops.shape(x)
             )
         axis = self.axis % len(x.shape)
+        exchange = self.exchange
+        if exchange == "auto":
+            on_tpu = isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
+            exchange = "gather" if on_tpu else "reduce"
+        # The mirrored moving mean is the same on every replica (each assigns the same
+        # value), so it is a shift they share without communicating.
+        reference = ops.stop_gradient(ops.cast(self.moving_mean, x.dtype))
         mean, variance, count, mean_update, variance_update = cross_replica_moments(
-            x, axis, weights, ctx, group_size
+            x, axis, weights, ctx, group_size, exchange=exchange, reference=reference
         )
 
         # Every replica assigns the same value, so mirrored statistics stay identical;
@@ -176,6 +205,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         for key in ("synchronized", "renorm", "renorm_clipping", "renorm_momentum"):
             config.pop(key, None)
         config["group_size"] = self.group_size
+        config["exchange"] = self.exchange
         return config
 
 
@@ -185,19 +215,29 @@ def cross_replica_moments(
     weights: tf.Tensor | None,
     ctx: tf.distribute.ReplicaContext,
     group_size: int,
+    exchange: str = "reduce",
+    reference: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Per-channel mean and variance of `x` over a sync group, with one collective each way.
 
     Forward, in one pass over `x`: every replica shifts its data by a value of its
-    own (its first position per channel; its masked mean under a mask) and sums the
-    shifted values and their squares. It packs per channel its count `n_i`, shift
-    `s_i`, mean offset `d_i = mean(x - s_i)` and centred sum of squares `M2_i` into
-    one row; the rows of all replicas are gathered with one all-reduce. Each group
-    is merged with Chan's formula around a reference `r`, the count-weighted mean
-    of its shifts: `o_i = (s_i - r) + d_i`, `M2 = sum M2_i + sum n_i (o_i - o)^2`,
-    `mean = r + o`. Shifts lie within the data, so `s_i - r` is exact and no term
-    cancels catastrophically, whatever `|mean| / std`; keeping `s_i` and `d_i`
-    apart also keeps the rounding of each replica's mean out of the variance.
+    own (its first position per channel; its masked mean under a mask) and
+    computes, per channel, its count `n_i`, shift `s_i`, mean offset
+    `d_i = mean(x - s_i)` and centred sum of squares `M2_i`: no `E[x^2] - E[x]^2`
+    cancellation, whatever `|mean| / std`. One collective then merges them:
+
+    * `"reduce"`: each replica re-centres its statistics on `reference`, a
+      shift every replica holds (the mirrored moving mean): `o_i = (s_i - r) +
+      d_i` and `M2_i + n_i o_i^2`, in float64, and one all-reduce sums
+      `(n_i, n_i o_i, M2_i + n_i o_i^2)`: `2 C + 1` float64 values (`3 C` under
+      a mask) whatever the number of replicas. Then `mean = r + S1 / N` and
+      `M2 = S2 - S1^2 / N`, whose float64 cancellation costs a relative
+      variance error of about `1e-16 (|mean - r| / std)^2` (1e-8 at 1e4).
+      Groups are summed in one slot each (`collectives.sum_by_group`).
+    * `"gather"`: the rows `(n_i, s_i, d_i, M2_i)` of all replicas are gathered
+      in float32 (`4 C K` values) and each group is merged with Chan's formula
+      around the count-weighted mean of its shifts (`_chan_merge`); for
+      devices whose collectives have no float64 (TPUs).
 
     Backward: the gradients reaching the mean and variance come from every
     replica's loss, so they are summed over the group with one all-reduce of
@@ -210,6 +250,9 @@ def cross_replica_moments(
         weights: `None`, or 0/1 weights of `x`'s shape (the broadcast mask).
         ctx: Replica context with more than one replica.
         group_size: Contiguous group size, dividing the number of replicas.
+        exchange: `"reduce"` (default) or `"gather"`, see above.
+        reference: `[channels]` shift identical on every replica, required by
+            `"reduce"`.
 
     Returns:
         `(mean, variance, count, moving_mean_update, moving_variance_update)`,
@@ -233,6 +276,30 @@ def cross_replica_moments(
     else:
         local_count = tf.reduce_sum(weights, axis=reduction_axes)
 
+    def merge(shift, offset, local_m2):
+        """All groups' `(count, mean, variance)`, `[num_groups, C]` each."""
+        if exchange == "gather":
+            row = tf.concat([local_count, shift, offset, local_m2], 0)
+            rows = tf.reshape(collectives.gather_rows(ctx, row), [num_groups, group_size, 4, -1])
+            return _chan_merge(*tf.unstack(rows, axis=2), axis=1)
+        wide = tf.float64
+        counts = tf.cast(local_count, wide)
+        offsets = (tf.cast(shift, wide) - tf.cast(reference, wide)) + tf.cast(offset, wide)
+        # Without a mask every channel has the replica's count: send it once.
+        sent_counts = counts if weights is not None else counts[:1]
+        packed = tf.concat(
+            [sent_counts, counts * offsets, tf.cast(local_m2, wide) + counts * offsets**2], 0
+        )
+        sums = collectives.sum_by_group(ctx, packed, group_size)
+        channels = tf.shape(offsets)[0]
+        count = sums[:, : tf.shape(sent_counts)[0]] * tf.ones([1, channels], wide)
+        first, second = tf.split(sums[:, tf.shape(sent_counts)[0] :], 2, axis=1)
+        mean_offset = tf.math.divide_no_nan(first, count)
+        m2 = tf.maximum(second - first * mean_offset, 0.0)
+        mean = tf.cast(reference, wide) + mean_offset
+        variance = tf.math.divide_no_nan(m2, count)
+        return tuple(tf.cast(t, x.dtype) for t in (count, mean, variance))
+
     @tf.custom_gradient
     def moments(x):
         if weights is None:
@@ -252,16 +319,12 @@ def cross_replica_moments(
         offset = tf.math.divide_no_nan(shifted_sum, local_count)
         local_m2 = tf.maximum(shifted_squares - shifted_sum * offset, 0.0)
 
-        row = tf.concat([local_count, shift, offset, local_m2], 0)
-        rows = collectives.gather_rows(ctx, row)
+        group_counts, group_means, group_variances = merge(shift, offset, local_m2)
         if num_groups == 1:
-            parts = tf.unstack(tf.reshape(rows, [group_size, 4, -1]), axis=1)
-            count, mean, variance = _chan_merge(*parts, axis=0)
+            count, mean, variance = group_counts[0], group_means[0], group_variances[0]
             # One group: the moving statistics absorb its statistics.
             moving_mean_update, moving_variance_update = mean, variance
         else:
-            parts = tf.unstack(tf.reshape(rows, [num_groups, group_size, 4, -1]), axis=2)
-            group_counts, group_means, group_variances = _chan_merge(*parts, axis=1)
             count = tf.gather(group_counts, group_id)
             mean = tf.gather(group_means, group_id)
             variance = tf.gather(group_variances, group_id)

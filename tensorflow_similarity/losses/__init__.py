@@ -1,12 +1,8 @@
-"""Self-supervised and metric losses whose value and gradients are those of the global batch.
+"""Losses whose value and gradients under `tf.distribute` are those of the global batch.
 
-The self-supervised ones are called as `loss(view1_output, view2_output)` and
-return a scalar; the metric ones as `loss(labels, embeddings)` (see
+The self-supervised ones are called as `loss(view1_output, view2_output)`
+(see `GlobalBatchLoss`), the metric ones as `loss(labels, embeddings)` (see
 `MetricLoss`).
-Under `tf.distribute` every replica computes the loss of the whole global batch
-(gathering what it needs from the other replicas), and Keras' usual `1 / K`
-scaling plus the optimizer's sum over replicas give exactly the single-device
-gradient of the concatenated batch.
 """
 
 from __future__ import annotations

@@ -8,19 +8,13 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tests.conftest import mirrored_strategy
+from tensorflow_similarity.testing import count_collectives
+from tests.distributed import mirrored_strategy
 
+# Both ways of combining the replicas' statistics must be exact.
+EXCHANGE_PATHS = ["reduce", "gather"]
 RTOL = 1e-4
 ATOL = 1e-4
-
-
-def count_collectives(concrete_function) -> int:
-    """Counts collective-communication ops in a traced function, nested functions included."""
-    graph_def = concrete_function.graph.as_graph_def()
-    nodes = list(graph_def.node)
-    for function in graph_def.library.function:
-        nodes.extend(function.node_def)
-    return sum(1 for n in nodes if n.op.startswith(("Collective", "Nccl")))
 
 
 def make_pair(shape, axis=-1, seed=0, **kwargs):
@@ -117,8 +111,9 @@ def assert_parity(sync, ref, y, grads, y_ref, grads_ref, rtol=RTOL, atol=ATOL):
     )
 
 
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("num_replicas", [1, 2, 4, 8])
-def test_parity_with_single_device_global_batch(num_replicas):
+def test_parity_with_single_device_global_batch(num_replicas, exchange):
     per_replica, shape = 3, (5, 4, 6)
     rng = np.random.default_rng(num_replicas)
     x = rng.normal(2.0, 3.0, size=(num_replicas * per_replica, *shape)).astype("float32")
@@ -127,7 +122,7 @@ def test_parity_with_single_device_global_batch(num_replicas):
     y_ref, grads_ref = reference_step(ref, x, upstream)
 
     strategy = mirrored_strategy(num_replicas)
-    sync = build_sync(x.shape, values, strategy, momentum=0.7)
+    sync = build_sync(x.shape, values, strategy, momentum=0.7, exchange=exchange)
     sizes = [per_replica] * num_replicas
     y, grads, fn = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
     assert_parity(sync, ref, y, grads, y_ref, grads_ref)
@@ -136,6 +131,7 @@ def test_parity_with_single_device_global_batch(num_replicas):
     assert count_collectives(fn) == expected
 
 
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize(
     "shape, axis",
     [
@@ -147,7 +143,7 @@ def test_parity_with_single_device_global_batch(num_replicas):
         ((6, 3, 4, 2), 1),  # 5-D channels-first
     ],
 )
-def test_parity_any_rank_and_axis(shape, axis):
+def test_parity_any_rank_and_axis(shape, axis, exchange):
     num_replicas, per_replica = 4, 2
     rng = np.random.default_rng(1)
     x = rng.normal(-1.0, 2.0, size=(num_replicas * per_replica, *shape)).astype("float32")
@@ -156,27 +152,31 @@ def test_parity_any_rank_and_axis(shape, axis):
     y_ref, grads_ref = reference_step(ref, x, upstream)
 
     strategy = mirrored_strategy(num_replicas)
-    sync = build_sync(x.shape, values, strategy, axis=axis, momentum=0.5, epsilon=1e-2)
+    sync = build_sync(
+        x.shape, values, strategy, axis=axis, momentum=0.5, epsilon=1e-2, exchange=exchange
+    )
     sizes = [per_replica] * num_replicas
     y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
     assert_parity(sync, ref, y, grads, y_ref, grads_ref)
 
 
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("center, scale", [(False, True), (True, False), (False, False)])
-def test_parity_without_center_or_scale(center, scale):
+def test_parity_without_center_or_scale(center, scale, exchange):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(8, 3, 4)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
     ref, values = make_pair(x.shape, center=center, scale=scale)
     y_ref, grads_ref = reference_step(ref, x, upstream)
     strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, center=center, scale=scale)
+    sync = build_sync(x.shape, values, strategy, center=center, scale=scale, exchange=exchange)
     y, grads, _ = distributed_step(sync, strategy, split(x, [4, 4]), split(upstream, [4, 4]))
     assert_parity(sync, ref, y, grads, y_ref, grads_ref)
 
 
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("ratio", [0.0, 1e2, 1e3, 1e4])
-def test_variance_is_robust_to_large_means(ratio):
+def test_variance_is_robust_to_large_means(ratio, exchange):
     """Relative error of the batch variance against float64 stays below 1e-3."""
     num_replicas, per_replica, channels = 4, 16, 8
     rng = np.random.default_rng(3)
@@ -186,7 +186,7 @@ def test_variance_is_robust_to_large_means(ratio):
     )
     expected = x.astype("float64").reshape(-1, channels).var(axis=0)
     strategy = mirrored_strategy(num_replicas)
-    sync = build_sync(x.shape, {}, strategy, momentum=0.0)
+    sync = build_sync(x.shape, {}, strategy, momentum=0.0, exchange=exchange)
     sizes = [per_replica] * num_replicas
     distributed_step(sync, strategy, split(x, sizes), split(np.ones_like(x), sizes))
     got = sync.moving_variance.numpy().astype("float64")
@@ -196,7 +196,8 @@ def test_variance_is_robust_to_large_means(ratio):
     np.testing.assert_allclose(sync.moving_mean.numpy(), expected_mean, rtol=1e-6, atol=1e-6)
 
 
-def test_unequal_and_empty_replica_batches():
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_unequal_and_empty_replica_batches(exchange):
     sizes = [3, 5, 0, 2]
     rng = np.random.default_rng(4)
     x = rng.normal(1.0, 2.0, size=(sum(sizes), 4, 5)).astype("float32")
@@ -204,17 +205,18 @@ def test_unequal_and_empty_replica_batches():
     ref, values = make_pair(x.shape, momentum=0.6)
     y_ref, grads_ref = reference_step(ref, x, upstream)
     strategy = mirrored_strategy(4)
-    sync = build_sync(x.shape, values, strategy, momentum=0.6)
+    sync = build_sync(x.shape, values, strategy, momentum=0.6, exchange=exchange)
     y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
     assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
     assert_parity(sync, ref, y, grads, y_ref, grads_ref)
 
 
-def test_empty_global_batch_keeps_moving_statistics():
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_empty_global_batch_keeps_moving_statistics(exchange):
     shape = (0, 4, 5)
     _, values = make_pair((1, 4, 5))
     strategy = mirrored_strategy(2)
-    sync = build_sync(shape, values, strategy)
+    sync = build_sync(shape, values, strategy, exchange=exchange)
     empty = np.zeros(shape, "float32")
     y, grads, _ = distributed_step(sync, strategy, [empty, empty], [empty, empty])
     assert y.shape == shape
@@ -225,7 +227,8 @@ def test_empty_global_batch_keeps_moving_statistics():
     assert all(np.all(np.isfinite(g)) for g in grads)
 
 
-def test_mask_counts_only_unmasked_positions_across_replicas():
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_mask_counts_only_unmasked_positions_across_replicas(exchange):
     rng = np.random.default_rng(5)
     x = rng.normal(3.0, 2.0, size=(8, 6, 5)).astype("float32")
     mask = rng.uniform(size=(8, 6)) > 0.4
@@ -234,7 +237,7 @@ def test_mask_counts_only_unmasked_positions_across_replicas():
     ref, values = make_pair(x.shape, momentum=0.5)
     y_ref, grads_ref = reference_step(ref, x, upstream, mask=mask)
     strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, momentum=0.5)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5, exchange=exchange)
     sizes = [4, 4]
     y, grads, _ = distributed_step(
         sync, strategy, split(x, sizes), split(upstream, sizes), split(mask, sizes)
@@ -247,8 +250,9 @@ def test_mask_counts_only_unmasked_positions_across_replicas():
     )
 
 
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_statistics_in_float32(policy):
+def test_mixed_precision_statistics_in_float32(policy, exchange):
     rng = np.random.default_rng(6)
     x = rng.normal(4.0, 2.0, size=(8, 3, 5)).astype("float32")
     compute_dtype = "float16" if policy == "mixed_float16" else "bfloat16"
@@ -258,7 +262,7 @@ def test_mixed_precision_statistics_in_float32(policy):
     # Reference in float32 on the same (rounded) inputs.
     y_ref, grads_ref = reference_step(ref, x_low.astype("float32"), upstream)
     strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, momentum=0.5, dtype=policy)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5, dtype=policy, exchange=exchange)
     y, grads, _ = distributed_step(sync, strategy, split(x_low, [4, 4]), split(upstream, [4, 4]))
     assert y.dtype == np.dtype(compute_dtype) or str(y.dtype) == compute_dtype
     assert sync.moving_mean.dtype == "float32"
@@ -330,14 +334,17 @@ def test_no_collective_outside_synchronised_training(mode):
     np.testing.assert_allclose(got, ref(x, training=training).numpy(), rtol=1e-6, atol=1e-6)
 
 
-def test_group_size_matches_per_group_single_device_reference():
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_group_size_matches_per_group_single_device_reference(exchange):
     num_replicas, group_size, per_replica = 4, 2, 3
     rng = np.random.default_rng(10)
     x = rng.normal(1.0, 2.0, size=(num_replicas * per_replica, 4, 5)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
     strategy = mirrored_strategy(num_replicas)
     _, values = make_pair(x.shape, momentum=0.5)
-    sync = build_sync(x.shape, values, strategy, momentum=0.5, group_size=group_size)
+    sync = build_sync(
+        x.shape, values, strategy, momentum=0.5, group_size=group_size, exchange=exchange
+    )
     sizes = [per_replica] * num_replicas
     y, grads, fn = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
 
@@ -428,7 +435,7 @@ def test_keras_file_round_trip(tmp_path, in_scope):
 def test_multi_worker_mirrored_strategy_matches_single_device(tmp_path):
     from pathlib import Path
 
-    from tests.multiworker import run_workers
+    from tests.distributed import run_local_workers as run_workers
 
     sizes = [3, 5]
     script = Path(__file__).with_name("mwms_sync_bn_worker.py")
@@ -459,3 +466,63 @@ def test_multi_worker_mirrored_strategy_matches_single_device(tmp_path):
         np.testing.assert_allclose(
             got["moving_variance"], ref.moving_variance.numpy(), rtol=RTOL, atol=ATOL
         )
+
+
+def collective_payloads(concrete_function) -> set[tuple[str, int]]:
+    """The (dtype, number of values) of every all-reduce in a traced step."""
+    payloads = set()
+    for op in concrete_function.graph.get_operations():
+        if op.type.startswith("CollectiveReduce"):
+            tensor = op.inputs[0]
+            payloads.add((tensor.dtype.name, int(np.prod(tensor.shape))))
+    return payloads
+
+
+@pytest.mark.parametrize("num_replicas", [2, 4, 8])
+def test_reduce_exchange_is_constant_in_the_number_of_replicas(num_replicas):
+    """Forward: 2C+1 float64 values ("reduce") vs 4CK float32 ("gather"); backward: 2C."""
+    channels, per_replica = 5, 3
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(num_replicas * per_replica, 4, channels)).astype("float32")
+    strategy = mirrored_strategy(num_replicas)
+    sizes = [per_replica] * num_replicas
+    found = {}
+    for exchange in EXCHANGE_PATHS:
+        sync = build_sync(x.shape, {}, strategy, exchange=exchange)
+        _, _, function = distributed_step(sync, strategy, split(x, sizes), split(x, sizes))
+        found[exchange] = collective_payloads(function)
+    backward = ("float32", 2 * channels)
+    assert found["reduce"] == {("float64", 2 * channels + 1), backward}
+    assert found["gather"] == {("float32", 4 * channels * num_replicas), backward}
+
+
+def test_reduce_exchange_is_exact_far_from_the_moving_mean():
+    """The float64 re-centring on the moving mean keeps the variance at float32 rounding.
+
+    The error bound of the merge is about 1e-16 (|mean - moving mean| / std)^2 in
+    relative terms; here the moving mean is 1e4 standard deviations away, on
+    both sides, and the error stays under the 1e-5 of the gather path.
+    """
+    num_replicas, per_replica, channels = 4, 16, 6
+    rng = np.random.default_rng(12)
+    std = rng.uniform(0.5, 2.0, channels)
+    mean = 50.0 * std
+    x = (mean + std * rng.normal(size=(num_replicas * per_replica, 3, channels))).astype("float32")
+    expected = x.astype("float64").reshape(-1, channels).var(axis=0)
+    strategy = mirrored_strategy(num_replicas)
+    moving_mean = (mean + 1e4 * std * np.where(np.arange(channels) % 2, 1.0, -1.0)).astype(
+        "float32"
+    )
+    sync = build_sync(
+        x.shape, {"moving_mean": moving_mean}, strategy, momentum=0.0, exchange="reduce"
+    )
+    sizes = [per_replica] * num_replicas
+    distributed_step(sync, strategy, split(x, sizes), split(np.ones_like(x), sizes))
+    got = sync.moving_variance.numpy().astype("float64")
+    np.testing.assert_array_less(np.abs(got - expected) / expected, 1e-5)
+
+
+@pytest.mark.parametrize("exchange", ["all", "", None, 1])
+def test_unknown_exchange_is_rejected(exchange):
+    with pytest.raises(ValueError, match="exchange must be one of"):
+        SyncBatchNormalization(exchange=exchange)
