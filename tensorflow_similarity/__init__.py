@@ -22,6 +22,7 @@ from tensorflow_similarity import (  # noqa: E402
     losses,
     models,
     samplers,
+    training_metrics,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "losses",
     "models",
     "samplers",
+    "training_metrics",
 ]
