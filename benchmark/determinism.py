@@ -75,6 +75,12 @@ def measure(options: list[str], repeats: int, scratch: Path) -> dict:
     return runs
 
 
+def _same_losses(runs: list[dict]) -> str:
+    if len(runs) < 2:
+        return "n/a (1 run)"
+    return "yes" if all(r["losses"] == runs[0]["losses"] for r in runs) else "no"
+
+
 def render(payload: dict) -> str:
     """The markdown report of a results payload."""
     runs = payload["runs"]
@@ -84,7 +90,7 @@ def render(payload: dict) -> str:
             mode,
             ", ".join(f"{r['images_per_second']:.1f}" for r in runs[mode]),
             f"{speed[mode]:.1f}",
-            "yes" if all(r["losses"] == runs[mode][0]["losses"] for r in runs[mode]) else "no",
+            _same_losses(runs[mode]),
         )
         for mode in MODES
     ]
@@ -92,7 +98,7 @@ def render(payload: dict) -> str:
     return "\n\n".join(
         [
             "# Speed cost of `tfsim train --deterministic`",
-            f"`tfsim train {' '.join(payload['options'])}` on {payload['machine']}, "
+            f"`{' '.join(['tfsim train', *payload['options']])}` on {payload['machine']}, "
             f"{payload['repeats']} run(s) per mode, alternating"
             f"{' (--quick)' if payload['quick'] else ''}. CPU only: no GPU was available.",
             markdown_table(
