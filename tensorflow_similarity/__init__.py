@@ -9,7 +9,12 @@ from __future__ import annotations
 
 __version__ = "0.18.0.dev0"
 
-from tensorflow_similarity import _requirements
+from tensorflow_similarity import _tfsim_start
+
+# Before anything imports TensorFlow: it reads its log level once, on import.
+_tfsim_start.quiet_tensorflow_log()
+
+from tensorflow_similarity import _requirements  # noqa: E402
 
 _requirements.check()
 

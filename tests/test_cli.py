@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import keras
@@ -20,22 +23,67 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity import _tfsim_start
 from tensorflow_similarity.data import load_data
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
 QUICK = ["--limit", "240", "--batch-size", "32", "--projector-dim", "32", "--epochs", "2"]
+# What TensorFlow's C++ libraries print: glog-style lines, absl's pre-initialisation notice,
+# and the messages seen in tfsim runs.
+CPP_LOG = re.compile(
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|absl::InitializeLog|op_level_cost_estimator|"
+    r"PredictCost|oneDNN custom operations|cpu_feature_guard",
+    re.MULTILINE,
+)
+# `main` with a callback that presses Ctrl-C at the end of epoch N (sys.argv[1]), as a
+# Python caller injects one; the other arguments are the command's.
+INTERRUPTING_DRIVER = """
+import os, signal, sys, time
+import keras
+from tensorflow_similarity.cli import main
+
+class CtrlC(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == int(sys.argv[1]):
+            # A process started in the background by a non-interactive shell inherits SIGINT
+            # ignored; restore Python's handler so that the signal is not dropped.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises KeyboardInterrupt at the next bytecode
+
+sys.exit(main(sys.argv[2:], callbacks=[CtrlC()]))
+"""
 
 
-def tfsim(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+def tfsim_command(*args: str, log_level: str | None = "2") -> tuple[list[str], dict[str, str]]:
+    """The `python -m tensorflow_similarity` command line and its environment.
+
+    `log_level`: TF_CPP_MIN_LOG_LEVEL, or `None` to leave it unset as a new user would.
+    """
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    if log_level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = log_level
+    return [sys.executable, "-m", "tensorflow_similarity", *args], env
+
+
+def tfsim(
+    *args: str, cwd: Path, timeout: float = 300, log_level: str | None = "2"
+) -> subprocess.CompletedProcess:
+    command, env = tfsim_command(*args, log_level=log_level)
     return subprocess.run(
-        [sys.executable, "-m", "tensorflow_similarity", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def weights(path: Path) -> dict[str, np.ndarray]:
+    return {v.path: v.numpy() for v in keras.saving.load_model(path).weights}
+
+
+def assert_same_weights(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> None:
+    assert list(first) == list(second)
+    for path, value in first.items():
+        np.testing.assert_array_equal(value, second[path], err_msg=path)
 
 
 def history(output: Path) -> dict:
@@ -74,6 +122,9 @@ def test_help_documents_every_option_with_its_default(tmp_path):
         "--output",
         "--resume",
         "--limit",
+        "--verbose",
+        "--deterministic",
+        "--no-deterministic",
     ]:
         assert option in text
     for default in ["(default: simsiam)", "(default: resnet18)", "(default: digits)"]:
@@ -139,11 +190,72 @@ def test_bad_input_is_a_clear_error_before_training(tmp_path, case):
     assert not (tmp_path / "out" / "run.json").exists()
 
 
+def test_tensorflow_log_is_hidden_unless_asked_for(tmp_path):
+    # TensorFlow prints its start-up lines while it is imported, which `--help` does too.
+    quiet = tfsim("train", "--help", cwd=tmp_path, log_level=None)
+    assert quiet.returncode == 0, quiet.stderr
+    assert not CPP_LOG.search(quiet.stderr), quiet.stderr
+    # A level the user chose is theirs: at 0 TensorFlow prints what it prints at start-up.
+    chosen = tfsim("train", "--help", cwd=tmp_path, log_level="0")
+    tensorflow_lines = [m.group(0) for m in re.finditer(r"\S+\.cc:\d+\]", chosen.stderr)]
+    if not tensorflow_lines:
+        pytest.skip("this TensorFlow build prints no C++ log line at start-up")
+    verbose = tfsim("train", "--help", "--verbose", cwd=tmp_path, log_level=None)
+    assert verbose.returncode == 0, verbose.stderr
+    assert [m.group(0) for m in re.finditer(r"\S+\.cc:\d+\]", verbose.stderr)] == (tensorflow_lines)
+
+
+def test_command_is_recognised_from_the_process_arguments():
+    python = ["/usr/bin/python3"]
+    recognise = _tfsim_start.command_arguments
+    assert recognise(["/venv/bin/tfsim", "train", "--seed", "1"], python) == [
+        "train",
+        "--seed",
+        "1",
+    ]
+    for orig in (
+        python + ["-m", "tensorflow_similarity", "train"],
+        python + ["-X", "importtime", "-u", "-mtensorflow_similarity", "train"],
+    ):
+        assert recognise(["-m"], orig) == ["train"]
+    for orig in (
+        python + ["-m", "pytest", "tests"],
+        python + ["-c", "import tensorflow_similarity", "-m", "tensorflow_similarity"],
+        python + ["script.py", "-m", "tensorflow_similarity"],
+        python,
+    ):
+        assert recognise(["-c"], orig) is None
+    assert _tfsim_start.wants_log(["train", "--verbose"])
+    assert _tfsim_start.wants_log(["train", "--verb"])  # argparse accepts the prefix too
+    assert not _tfsim_start.wants_log(["train", "--", "--output", "verbose"])
+
+
 @pytest.fixture(scope="module")
 def uninterrupted_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("uninterrupted")
-    result = tfsim("train", *QUICK, "--output", str(root / "out"), cwd=root)
+    # As a new user runs it: TF_CPP_MIN_LOG_LEVEL unset.
+    result = tfsim("train", *QUICK, "--output", str(root / "out"), cwd=root, log_level=None)
     return root / "out", result
+
+
+@pytest.mark.slow
+def test_default_run_shows_no_tensorflow_log(uninterrupted_run):
+    _, result = uninterrupted_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not CPP_LOG.search(result.stderr), result.stderr
+    assert not CPP_LOG.search(result.stdout)
+
+
+@pytest.mark.slow
+def test_seeded_run_is_reproducible(tmp_path, uninterrupted_run):
+    reference, _ = uninterrupted_run
+    again = tfsim("train", *QUICK, "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    losses = [r["loss"] for r in history(tmp_path / "out")["epochs"]]
+    assert losses == [r["loss"] for r in history(reference)["epochs"]]
+    assert_same_weights(
+        weights(tmp_path / "out" / "model.keras"), weights(reference / "model.keras")
+    )
 
 
 @pytest.mark.slow
@@ -199,9 +311,23 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
 ):
     reference, _ = uninterrupted_run
     output = tmp_path / "out"
-    first = tfsim(
-        "train", *QUICK, "--output", str(output), "--interrupt-after-epoch", "1", cwd=tmp_path
+    # A job scheduler preempting the run: SIGTERM once epoch 1 is backed up.
+    command, env = tfsim_command("train", *QUICK, "--output", str(output))
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    deadline = time.monotonic() + 300
+    while not (
+        (output / "backup" / "latest.weights.h5").is_file()
+        and (output / "history.json").is_file()
+        and history(output)["epochs"]
+    ):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "epoch 1 was not backed up in time"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    first = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     assert first.returncode == 130, first.stdout + first.stderr
     assert "interrupted after 1 completed epoch" in first.stderr
     assert "--resume" in first.stderr
@@ -216,8 +342,23 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
 
     # Resumed, the run trains epoch 2 only; interrupted again after it, the backup holds the
     # weights at the end of training.
-    second = tfsim(
-        "train", "--output", str(output), "--resume", "--interrupt-after-epoch", "2", cwd=tmp_path
+    command, env = tfsim_command()
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            INTERRUPTING_DRIVER,
+            "2",
+            "train",
+            "--output",
+            str(output),
+            "--resume",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert second.returncode == 130, second.stdout + second.stderr
     assert "Epoch 2/2" in second.stdout and "Epoch 1/2" not in second.stdout
@@ -244,6 +385,12 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
     restored = {v.path: v.numpy() for v in model.weights}
     for path, value in saved.items():
         np.testing.assert_array_equal(value, restored[path], err_msg=path)
+
+    # Interrupted twice and resumed, the run ends exactly where the uninterrupted one did.
+    assert [r["loss"] for r in resumed["epochs"]] == [
+        r["loss"] for r in history(reference)["epochs"]
+    ]
+    assert_same_weights(saved, weights(reference / "model.keras"))
 
 
 def test_load_data_digits_is_a_stratified_deterministic_split():

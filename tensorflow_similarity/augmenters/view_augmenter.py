@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -10,9 +9,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity._validation import check_int, check_number, check_pair, is_int, is_real
 from tensorflow_similarity.augmenters import image_ops
 
 _MAX_SEED = 2**63
+_OWNER = "ViewAugmenter"
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -102,43 +103,42 @@ class ViewAugmenter:
         seed: int | None = None,
     ) -> None:
         self.image_size = _check_image_size(image_size)
-        self.crop_scale = _check_range("crop_scale", crop_scale, low=0.0, high=1.0)
+        self.crop_scale = check_pair("crop_scale", crop_scale, low=0.0, high=1.0, owner=_OWNER)
         if self.crop_scale[0] <= 0.0:
             raise ValueError(
-                f"crop_scale must have a positive minimum area fraction. Received: {crop_scale!r}"
+                f"{_OWNER}: crop_scale must have a positive minimum area fraction. "
+                f"Received: {crop_scale!r}"
             )
-        self.crop_ratio = _check_range("crop_ratio", crop_ratio, low=0.0)
+        self.crop_ratio = check_pair("crop_ratio", crop_ratio, low=0.0, owner=_OWNER)
         if self.crop_ratio[0] <= 0.0:
             raise ValueError(
-                f"crop_ratio must have a positive minimum aspect ratio. Received: {crop_ratio!r}"
+                f"{_OWNER}: crop_ratio must have a positive minimum aspect ratio. "
+                f"Received: {crop_ratio!r}"
             )
-        self.flip_prob = _check_probability("flip_prob", flip_prob)
-        self.brightness = _check_number("brightness", brightness, low=0.0)
-        self.contrast = _check_number("contrast", contrast, low=0.0)
-        self.saturation = _check_number("saturation", saturation, low=0.0)
-        self.hue = _check_number("hue", hue, low=0.0, high=0.5)
-        self.jitter_prob = _check_probability("jitter_prob", jitter_prob)
-        self.grayscale_prob = _check_probability("grayscale_prob", grayscale_prob)
+        self.flip_prob = check_number("flip_prob", flip_prob, low=0.0, high=1.0, owner=_OWNER)
+        self.brightness = check_number("brightness", brightness, low=0.0, owner=_OWNER)
+        self.contrast = check_number("contrast", contrast, low=0.0, owner=_OWNER)
+        self.saturation = check_number("saturation", saturation, low=0.0, owner=_OWNER)
+        self.hue = check_number("hue", hue, low=0.0, high=0.5, owner=_OWNER)
+        self.jitter_prob = check_number("jitter_prob", jitter_prob, low=0.0, high=1.0, owner=_OWNER)
+        self.grayscale_prob = check_number(
+            "grayscale_prob", grayscale_prob, low=0.0, high=1.0, owner=_OWNER
+        )
         self.blur_prob = _check_view_probabilities("blur_prob", blur_prob)
-        self.blur_sigma = _check_range("blur_sigma", blur_sigma, low=0.0)
+        self.blur_sigma = check_pair("blur_sigma", blur_sigma, low=0.0, owner=_OWNER)
         if self.blur_sigma[0] <= 0.0:
             raise ValueError(
-                f"blur_sigma must have a positive minimum. Received: blur_sigma={blur_sigma!r}"
+                f"{_OWNER}: blur_sigma must have a positive minimum. "
+                f"Received: blur_sigma={blur_sigma!r}"
             )
-        self.blur_kernel_fraction = _check_number(
-            "blur_kernel_fraction", blur_kernel_fraction, low=0.0, high=1.0
+        self.blur_kernel_fraction = check_number(
+            "blur_kernel_fraction", blur_kernel_fraction, low=0.0, high=1.0, owner=_OWNER
         )
         self.solarize_prob = _check_view_probabilities("solarize_prob", solarize_prob)
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
-        ):
-            raise ValueError(
-                f"seed must be None or a non-negative integer. Received: seed={seed!r}"
-            )
-        if seed is not None and seed >= _MAX_SEED:
-            raise ValueError(f"seed must be below 2**63. Received: seed={seed}")
-        self.seed = None if seed is None else int(seed)
-        self._seed = random.SystemRandom().randrange(_MAX_SEED) if seed is None else int(seed)
+        self.seed = check_int("seed", seed, minimum=0, allow_none=True, owner=_OWNER)
+        if self.seed is not None and self.seed >= _MAX_SEED:
+            raise ValueError(f"{_OWNER}: seed must be below 2**63. Received: seed={seed}")
+        self._seed = random.SystemRandom().randrange(_MAX_SEED) if seed is None else self.seed
         # Created eagerly: a tf.data map function cannot create variables.
         with tf.init_scope():
             self._generator = tf.random.Generator.from_seed(self._seed)
@@ -273,66 +273,33 @@ class ViewAugmenter:
         return f"{type(self).__name__}({arguments})"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _check_number(
-    name: str, value: Any, low: float | None = None, high: float | None = None
-) -> float:
-    if (
-        not _is_number(value)
-        or (low is not None and value < low)
-        or (high is not None and value > high)
-    ):
-        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be a number {bounds}. Received: {name}={value!r}")
-    return float(value)
-
-
-def _check_probability(name: str, value: Any) -> float:
-    return _check_number(name, value, low=0.0, high=1.0)
-
-
-def _check_range(
-    name: str, value: Any, low: float, high: float | None = None
-) -> tuple[float, float]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
-        raise ValueError(f"{name} must be a pair (min, max). Received: {name}={value!r}")
-    first = _check_number(name, value[0], low, high)
-    second = _check_number(name, value[1], low, high)
-    if first > second:
-        raise ValueError(f"{name} must be (min, max) with min <= max. Received: {name}={value!r}")
-    return first, second
-
-
 def _check_view_probabilities(name: str, value: Any) -> tuple[float, float]:
-    if _is_number(value):
-        probability = _check_probability(name, value)
+    if is_real(value):
+        probability = check_number(name, value, low=0.0, high=1.0, owner=_OWNER)
         return probability, probability
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
         raise ValueError(
-            f"{name} must be a probability or a pair (view1, view2) of probabilities. "
-            f"Received: {name}={value!r}"
+            f"{_OWNER}: {name} must be a probability or a pair (view1, view2) of "
+            f"probabilities. Received: {name}={value!r}"
         )
-    return _check_probability(name, value[0]), _check_probability(name, value[1])
+    return check_number(name, value[0], low=0.0, high=1.0, owner=_OWNER), check_number(
+        name, value[1], low=0.0, high=1.0, owner=_OWNER
+    )
 
 
 def _check_image_size(value: Any) -> tuple[int, int] | None:
     if value is None:
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if is_int(value):
         value = (value, value)
     if (
         isinstance(value, (str, bytes))
         or not isinstance(value, Sequence)
         or len(value) != 2
-        or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in value
-        )
+        or not all(is_int(v) and v > 0 for v in value)
     ):
         raise ValueError(
-            "image_size must be None, a positive integer or a pair (height, width) of "
+            f"{_OWNER}: image_size must be None, a positive integer or a pair (height, width) of "
             f"positive integers. Received: image_size={value!r}"
         )
     return int(value[0]), int(value[1])

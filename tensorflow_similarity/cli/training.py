@@ -1,0 +1,323 @@
+"""The training run of `tfsim train`: model, views, backup and `fit`.
+
+Reproducibility: batch `n` of a run (epoch `n // steps`, step `n % steps`)
+is a pure function of `(seed, n)`: its images are a slice of a stateless
+permutation seeded by `(seed, epoch)` and its views are drawn with the
+augmenter's `step=n`. No random state is carried from one epoch to the next,
+so a run resumed at epoch `k` sees exactly the batches it would have seen,
+and with TensorFlow's op determinism (`--deterministic`) ends with the same
+weights as the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tensorflow_similarity import augmenters
+from tensorflow_similarity.architectures.registry import BUILDERS
+from tensorflow_similarity.callbacks import KNNAccuracy
+from tensorflow_similarity.cli import report
+from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
+from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, RUN_OPTIONS, UsageError
+from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.distribute import GroupSyncBatchNorm
+from tensorflow_similarity.models import create_contrastive_model
+
+AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {
+    "simsiam": augmenters.simsiam_augmenter,
+    "simclr": augmenters.simclr_augmenter,
+    "barlow": augmenters.barlow_augmenter,
+    # VICReg trains on Barlow Twins' views (Bardes et al., 2022, appendix C).
+    "vicreg": augmenters.barlow_augmenter,
+}
+
+
+def view_batches(
+    images: np.ndarray,
+    augmenter: augmenters.ViewAugmenter,
+    batch_size: int,
+    seed: int,
+    first_epoch: int,
+    epochs: int,
+    deterministic: bool = True,
+) -> tf.data.Dataset:
+    """Returns the view pairs of epochs `first_epoch` to `epochs - 1`.
+
+    Each epoch is `len(images) // batch_size` batches of a fresh permutation
+    (the last partial batch is dropped); batch `n` of the run is a pure
+    function of `(seed, n)`, wherever the dataset starts.
+
+    Args:
+        images: `[count, height, width, channels]` training images.
+        augmenter: Makes the two views of a batch; called with `step=n`.
+        batch_size: Global batch size.
+        seed: Seed of the permutations (the augmenter has its own).
+        first_epoch: The epoch the dataset starts at (0, or a resumed one).
+        epochs: The epoch it ends before.
+        deterministic: Whether `tf.data` keeps the batches in order (when
+            `False`, parallel map calls may deliver batches out of order).
+
+    Returns:
+        A `tf.data.Dataset` of `(view1, view2)` pairs of `batch_size` images.
+    """
+    count = len(images)
+    steps = count // batch_size
+    pixels = tf.constant(images)
+
+    def batch(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        epoch_seed = tf.stack([tf.constant(seed, tf.int64), n // steps])
+        order = tf.random.experimental.stateless_shuffle(tf.range(count), seed=epoch_seed)
+        indices = tf.slice(order, [tf.cast(n % steps, tf.int32) * batch_size], [batch_size])
+        return augmenter(tf.gather(pixels, indices), step=n)
+
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    return (
+        tf.data.Dataset.range(first_epoch * steps, epochs * steps)
+        .map(batch, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+        .with_options(options)
+    )
+
+
+class EpochBackup(keras.callbacks.Callback):
+    """Saves the weights and optimizer state after each epoch, for `--resume`.
+
+    Keras' `BackupAndRestore` passes the resumed epoch to `fit` alone, but the
+    data pipeline must know it before `fit` starts (see `view_batches`); here
+    it is the optimizer's step count, saved with the weights in one file that
+    is replaced atomically, so the two cannot disagree.
+
+    Args:
+        backup_dir: The folder of `latest.weights.h5`.
+        steps_per_epoch: Optimizer steps in an epoch.
+    """
+
+    def __init__(self, backup_dir: Path, steps_per_epoch: int) -> None:
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.steps_per_epoch = steps_per_epoch
+        self.epochs_saved = 0
+
+    @property
+    def path(self) -> Path:
+        """The backup file."""
+        return self.backup_dir / "latest.weights.h5"
+
+    def restore(self, model: keras.Model) -> int:
+        """Loads the backup into `model` if there is one; returns the epochs it completed.
+
+        Call it inside the strategy's scope: it may create the optimizer's variables.
+
+        Raises:
+            UsageError: If the backup does not end on an epoch boundary of this run.
+        """
+        if not self.path.is_file():
+            return 0
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(self.path)
+        steps = int(model.optimizer.iterations.numpy())
+        if steps % self.steps_per_epoch:
+            raise UsageError(
+                f"the backup in {str(self.backup_dir)!r} holds {steps} training steps, not a "
+                f"whole number of this run's {self.steps_per_epoch}-step epochs; start a new "
+                "run without --resume."
+            )
+        self.epochs_saved = steps // self.steps_per_epoch
+        return self.epochs_saved
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.backup_dir.mkdir(parents=True, exist_ok=True)
+        partial = self.backup_dir / "saving.weights.h5"
+        self.model.save_weights(partial, overwrite=True)
+        os.replace(partial, self.path)
+        self.epochs_saved = epoch + 1
+
+
+def _embed_all(embed: Any, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    if isinstance(embed, keras.Model):
+        return embed.predict(images, batch_size=batch_size, verbose=0)
+    return np.concatenate(
+        [np.asarray(embed(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
+    )
+
+
+def _build_model(args: argparse.Namespace, steps_per_epoch: int) -> keras.Model:
+    if args.sync_bn:
+        sync_bn = GroupSyncBatchNorm(args.sync_group_size) if args.sync_group_size else True
+    else:
+        sync_bn = False
+    size = args.image_size
+    backbone = BUILDERS[args.backbone](
+        (size, size, 3), include_top=False, pooling="avg", sync_bn=sync_bn
+    )
+    model = create_contrastive_model(
+        backbone,
+        args.algorithm,
+        projector_hidden_dim=args.projector_dim,
+        projector_output_dim=args.projector_dim,
+        predictor_hidden_dim=max(args.projector_dim // 4, 1),
+        sync_bn=sync_bn,
+    )
+    schedule = keras.optimizers.schedules.CosineDecay(
+        args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
+    )
+    model.compile(optimizer=keras.optimizers.SGD(schedule, momentum=0.9, weight_decay=5e-4))
+    model(tf.zeros((1, size, size, 3)))  # built, so that a backup can be loaded into it
+    return model
+
+
+def train(
+    args: argparse.Namespace,
+    plan: DevicePlan,
+    data: ImageData,
+    output: Path,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+) -> int:
+    """Trains, evaluates and writes the outputs of one run.
+
+    Args:
+        args: The checked options.
+        plan: The devices, already configured.
+        data: The training and test images.
+        output: The run's folder.
+        callbacks: More Keras callbacks, run after tfsim's own (the backup
+            of an epoch is written before they see its end).
+
+    Returns:
+        The exit status: 0, or `EXIT_INTERRUPTED` on `KeyboardInterrupt`
+        (Ctrl-C, or SIGTERM as `main` maps it) during training or writing.
+
+    Raises:
+        UsageError: If the model cannot be built from the options.
+    """
+    keras.utils.set_random_seed(args.seed)
+    if args.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    strategy = make_strategy(args.strategy, plan)
+    chief = is_chief(strategy)
+    worker_dir = output if chief else output / f"worker-{task_index()}"
+    worker_dir.mkdir(parents=True, exist_ok=True)
+    steps_per_epoch = len(data.y_train) // args.batch_size
+    backup = EpochBackup(worker_dir / "backup", steps_per_epoch)
+    if not args.resume and backup.backup_dir.exists():
+        shutil.rmtree(backup.backup_dir)
+    try:
+        with strategy.scope():
+            model = _build_model(args, steps_per_epoch)
+            first_epoch = backup.restore(model) if args.resume else 0
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+    augmenter = AUGMENTERS[args.algorithm](args.image_size, seed=args.seed)
+    dataset = view_batches(
+        data.x_train,
+        augmenter,
+        args.batch_size,
+        args.seed,
+        first_epoch,
+        args.epochs,
+        deterministic=args.deterministic,
+    )
+    if args.strategy == "multi-worker":
+        # `predict` under MultiWorkerMirroredStrategy shards the images over the workers and
+        # returns each worker only its own part; every worker needs all the embeddings.
+        embed = tf.function(lambda images: model.backbone(images, training=False))
+    else:
+        embed = model.backbone
+    knn = KNNAccuracy(
+        (data.x_train, data.y_train),
+        (data.x_test, data.y_test),
+        k=min(20, len(data.y_train)),
+        embedding_fn=embed,
+    )
+    history_file = output / "history.json"
+    records: list[dict[str, Any]] = []
+    knn_before = None
+    if args.resume and history_file.is_file():
+        saved = json.loads(history_file.read_text())
+        # History is written before the backup: it may hold one epoch more than the backup.
+        records, knn_before = (
+            saved.get("epochs", [])[:first_epoch],
+            saved.get("knn_accuracy_before"),
+        )
+    if knn_before is None:
+        knn_before = knn.evaluate()
+    if chief:
+        report.write_json(
+            output / "run.json",
+            {
+                "options": {key: getattr(args, key) for key in RUN_OPTIONS},
+                "deterministic": args.deterministic,
+                "devices": plan.as_dict(),
+            },
+        )
+
+    timer = report.EpochTimer(steps_per_epoch * args.batch_size)
+    recorder = report.HistoryWriter(history_file if chief else None, records, knn_before, timer)
+    batch_norm = report.describe_batch_norm(args, plan.replicas)
+    if chief:
+        size = args.image_size
+        print(
+            f"tfsim: {args.algorithm} with {args.backbone} on {data.source}: "
+            f"{len(data.y_train)} train / {len(data.y_test)} test images at {size}x{size}; "
+            f"{plan.replicas} replicas ({args.strategy}), batch norm {batch_norm}; "
+            f"kNN accuracy before training {knn_before:.3f}",
+            flush=True,
+        )
+    try:
+        if first_epoch < args.epochs:
+            model.fit(
+                dataset,
+                epochs=args.epochs,
+                initial_epoch=first_epoch,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=[
+                    timer,
+                    knn,
+                    recorder,
+                    report.ScalarLogger(worker_dir / "logs" / "train"),
+                    backup,
+                    *callbacks,
+                ],
+                verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
+                shuffle=False,  # the views are already in their seeded order
+            )
+        if not recorder.records:
+            raise UsageError("training ran no epoch; nothing to report.")
+        embeddings = _embed_all(embed, data.x_test)
+        if chief:
+            model.save(output / "model.keras")
+            summary = report.summary(args, plan, recorder.records, knn_before, batch_norm)
+            report.write_json(output / "summary.json", summary)
+            report.plot(
+                output, recorder.records, knn_before, embeddings, data.y_test, data.class_names
+            )
+        # Last: an interruption before this point can still be resumed.
+        shutil.rmtree(backup.backup_dir, ignore_errors=True)
+    except KeyboardInterrupt:
+        done = backup.epochs_saved
+        print(
+            f"\ntfsim: interrupted after {done} completed epoch{'s' * (done != 1)}; what was "
+            f"written is kept in {str(output)!r}. Continue with: "
+            f"tfsim train --output {output} --resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INTERRUPTED
+    if chief:
+        print(report.table(summary))
+        print(f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}")
+    return 0
