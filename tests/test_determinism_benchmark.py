@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import load_benchmark
+from tests.benchmark_results import load_benchmark
 
 determinism = load_benchmark("determinism")
 
