@@ -32,18 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark_common import markdown_table
+from benchmark_common import markdown_table, output_folder
 
-RESULTS = Path(__file__).resolve().parent / "results"
 QUICK_OPTIONS = ["--limit", "240", "--batch-size", "32", "--projector-dim", "32", "--epochs", "2"]
 MODES = ("--deterministic", "--no-deterministic")
-
-
-def default_output(quick: bool) -> Path:
-    """Where results go: `benchmark/results` for a full run, a new temporary folder if quick."""
-    if quick:
-        return Path(tempfile.mkdtemp(prefix="tfsim-determinism-"))
-    return RESULTS
 
 
 def run_once(mode: str, options: list[str], folder: Path) -> dict:
@@ -117,7 +109,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for the results")
     args = parser.parse_args()
     repeats = args.repeats or (1 if args.quick else 2)
-    out = args.out or default_output(args.quick)
+    out = output_folder(args.out, args.quick, "determinism")
     out.mkdir(parents=True, exist_ok=True)
     options = QUICK_OPTIONS if args.quick else []
     with tempfile.TemporaryDirectory(prefix="tfsim-determinism-runs-") as scratch:

@@ -1,26 +1,15 @@
 """`benchmark/determinism.py`: where a quick run writes, and the report it renders.
 
 The runs themselves are `tfsim train` processes, covered by tests/test_cli.py;
-here the script's own logic is checked on a made-up payload.
+here the script's report is checked on a made-up payload. Where a quick run writes
+is `benchmark_common.output_folder`, tested in tests/test_benchmark_common.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.benchmark_results import load_benchmark
 
 determinism = load_benchmark("determinism")
-
-
-def test_quick_run_writes_to_a_new_temporary_folder():
-    first, second = determinism.default_output(quick=True), determinism.default_output(quick=True)
-    results = Path(determinism.__file__).resolve().parent / "results"
-    assert first != second and first.is_dir() and not any(first.iterdir())
-    assert results not in first.resolve().parents
-    assert determinism.default_output(quick=False) == results
-    first.rmdir()
-    second.rmdir()
 
 
 def test_report_gives_each_mode_its_median_and_the_ratio():
