@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity._validation import check_choice
 from tensorflow_similarity.architectures.applications import build_application
 from tensorflow_similarity.architectures.arguments import TRAINABLE_MODES, check_variant
 from tensorflow_similarity.architectures.builder import build_similarity_model
@@ -154,7 +153,12 @@ def build_effnet(
             anything is built.
     """
     variant = check_variant("EfficientNetSim", variant, VARIANTS)
-    check_choice("trainable", trainable, TRAINABLE_MODES, owner="build_effnet")
+    if trainable not in TRAINABLE_MODES:
+        # 0.17's message, which its users may match.
+        raise ValueError(
+            f"{trainable} is not a supported option for 'trainable'. "
+            f"build_effnet takes one of {', '.join(TRAINABLE_MODES)}."
+        )
     backbone = build_efficientnet((None, None, 3), variant, weights)
     set_trainable(
         backbone,

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity._validation import check_choice
 from tensorflow_similarity.architectures.arguments import (
     TRAINABLE_MODES,
     check_input_shape,
@@ -165,7 +164,12 @@ def build_resnet(weights: str | os.PathLike | None = None, trainable: str = "ful
         ValueError: For a bad `weights` or `trainable`, before anything is
             built.
     """
-    check_choice("trainable", trainable, TRAINABLE_MODES, owner="build_resnet")
+    if trainable not in TRAINABLE_MODES:
+        # 0.17's message, which its users may match.
+        raise ValueError(
+            f"{trainable} is not a supported option for 'trainable'. "
+            f"build_resnet takes one of {', '.join(TRAINABLE_MODES)}."
+        )
     backbone = build_resnet50((None, None, 3), weights)
     set_trainable(
         backbone,
