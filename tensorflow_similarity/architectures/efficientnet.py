@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import keras
 
 from tensorflow_similarity.architectures.applications import build_application
-from tensorflow_similarity.architectures.arguments import check_variant
+from tensorflow_similarity.architectures.arguments import TRAINABLE_MODES, check_variant
 from tensorflow_similarity.architectures.builder import build_similarity_model
+from tensorflow_similarity.architectures.trainable import set_trainable
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
 VARIANTS = ("B0", "B1", "B2", "B3", "B4", "B5", "B6", "B7")
@@ -18,14 +19,15 @@ VARIANTS = ("B0", "B1", "B2", "B3", "B4", "B5", "B6", "B7")
 def EfficientNetSim(
     input_shape: Sequence[int | None],
     embedding_size: int = 128,
+    variant: str = "B0",
     weights: str | os.PathLike | None = None,
     trainable: str = "full",
     l2_norm: bool = True,
     include_top: bool = True,
     pooling: str | None = "gem",
     gem_p: float = 3.0,
+    *,
     sync_bn: bool | SyncBatchNormPlugin = False,
-    variant: str = "B0",
     name: str | None = None,
 ) -> keras.Model:
     """Builds an EfficientNet embedding model for similarity learning.
@@ -43,6 +45,7 @@ def EfficientNetSim(
         input_shape: One RGB image's shape, e.g. `(224, 224, 3)`; at least
             32x32, 3 channels.
         embedding_size: Size of the embedding. Defaults to `128`.
+        variant: `"B0"` (default) to `"B7"`, case-insensitive.
         weights: `None` (default), `"imagenet"` (downloaded once and cached by
             `keras.applications`) or the path to a weights file of the
             application without its top. Allowed with `sync_bn`: the
@@ -59,7 +62,7 @@ def EfficientNetSim(
             `include_top=False`).
         gem_p: The GeM power. Defaults to `3.0`.
         sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
-        variant: `"B0"` (default) to `"B7"`, case-insensitive.
+            Keyword-only, as `name`.
         name: The model's name. Defaults to `"efficientnet<variant>sim"`.
 
     Returns:
@@ -91,7 +94,7 @@ def EfficientNetSim(
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-        starts_last_stage=lambda layer: layer.name.startswith(("block7", "top_")),
+        starts_last_stage=_starts_last_stage,
         name=name or f"efficientnet{variant.lower()}sim",
     )
 
@@ -124,3 +127,47 @@ def build_efficientnet(
     return build_application(
         "EfficientNetSim", f"EfficientNet{variant}", input_shape, weights, resolve_sync_bn(sync_bn)
     )
+
+
+def build_effnet(
+    variant: str, weights: str | os.PathLike | None = None, trainable: str = "full"
+) -> keras.Model:
+    """Builds an EfficientNet backbone as tensorflow-similarity 0.17's `build_effnet` did.
+
+    Any image size (`(None, None, 3)` input), `trainable` applied as in
+    `EfficientNetSim`, and the batch-norm layers frozen when weights are
+    loaded. Unlike 0.17, batch norm is not synchronised: use
+    `build_efficientnet(shape, variant, weights, sync_bn=True)` for that.
+
+    Args:
+        variant: `"B0"` to `"B7"`, case-insensitive.
+        weights: `None` (default), `"imagenet"` or a weights-file path.
+        trainable: `"full"` (default), `"partial"` (`block7*` and `top_*`;
+            0.17 also trained blocks 5 and 6) or `"frozen"`.
+
+    Returns:
+        The backbone, images to the last feature map.
+
+    Raises:
+        ValueError: For a bad `variant`, `weights` or `trainable`, before
+            anything is built.
+    """
+    variant = check_variant("EfficientNetSim", variant, VARIANTS)
+    if trainable not in TRAINABLE_MODES:
+        # 0.17's message, which its users may match.
+        raise ValueError(
+            f"{trainable} is not a supported option for 'trainable'. "
+            f"build_effnet takes one of {', '.join(TRAINABLE_MODES)}."
+        )
+    backbone = build_efficientnet((None, None, 3), variant, weights)
+    set_trainable(
+        backbone,
+        trainable,
+        starts_last_stage=_starts_last_stage,
+        freeze_batch_norm=weights is not None,
+    )
+    return backbone
+
+
+def _starts_last_stage(layer: keras.layers.Layer) -> bool:
+    return layer.name.startswith(("block7", "top_"))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import keras
 
+from tensorflow_similarity._validation import check_bool
 from tensorflow_similarity.architectures.arguments import (
     MIN_IMAGE_SIZE,
     check_input_shape,
@@ -30,14 +31,16 @@ _BN_EPSILON = 1.001e-5
 def ResNet18Sim(
     input_shape: Sequence[int | None],
     embedding_size: int = 128,
-    weights: str | os.PathLike | None = None,
-    trainable: str = "full",
     l2_norm: bool = True,
     include_top: bool = True,
     pooling: str | None = "gem",
     gem_p: float = 3.0,
+    *,
+    weights: str | os.PathLike | None = None,
+    trainable: str = "full",
     sync_bn: bool | SyncBatchNormPlugin = False,
     stem: str = "auto",
+    first_block_shortcut: bool = False,
     name: str = "resnet18sim",
 ) -> keras.Model:
     """Builds a ResNet-18 embedding model, the usual backbone of self-supervised learning.
@@ -64,23 +67,33 @@ def ResNet18Sim(
     initialisation. Inputs are not rescaled: feed images normalised as you
     train them.
 
+    tensorflow-similarity 0.17's ResNet-18 always had the CIFAR stem and a
+    1x1 convolution + batch-norm shortcut in its first block, where the
+    input already has 64 channels (ours adds the identity there, as He et
+    al.). `stem="cifar", first_block_shortcut=True` builds 0.17's network
+    layer for layer: the same weights, in the same order, so
+    `set_weights(old_model.get_weights())` moves a 0.17 model over.
+
     Args:
         input_shape: One image's shape, e.g. `(32, 32, 3)`.
         embedding_size: Size of the embedding. Defaults to `128`.
-        weights: `None` (default, train from scratch) or the path to a weights
-            file of the backbone, saved from `build_resnet18()` with the same
-            stem. There are no ImageNet weights. Not with `sync_bn`.
-        trainable: `"full"` (default), `"partial"` (only the last stage,
-            `conv5_*`, and the head train) or `"frozen"` (only the head).
-            When weights are loaded, the batch-norm layers are frozen
-            (inference mode) in every mode.
         l2_norm: `MetricEmbedding` if `True` (default), else `Dense`.
         include_top: Whether to add the embedding layer. Defaults to `True`.
         pooling: `"gem"` (default), `"avg"`, `"max"`, or `None` (only with
             `include_top=False`: the 4-D feature map comes out).
         gem_p: The GeM power. Defaults to `3.0`.
+        weights: `None` (default, train from scratch) or the path to a weights
+            file of the backbone, saved from `build_resnet18()` with the same
+            stem. There are no ImageNet weights. Not with `sync_bn`.
+            Keyword-only, as every argument below.
+        trainable: `"full"` (default), `"partial"` (only the last stage,
+            `conv5_*`, and the head train) or `"frozen"` (only the head).
+            When weights are loaded, the batch-norm layers are frozen
+            (inference mode) in every mode.
         sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
         stem: `"auto"` (default), `"cifar"` or `"imagenet"`, see above.
+        first_block_shortcut: Whether the first block has a 1x1 convolution
+            + batch-norm shortcut, as in 0.17. Defaults to `False`.
         name: The model's name. Defaults to `"resnet18sim"`.
 
     Returns:
@@ -99,7 +112,9 @@ def ResNet18Sim(
     """
     return build_similarity_model(
         "ResNet18Sim",
-        lambda plugin: resnet18_backbone(input_shape, weights, plugin, stem, "resnet18"),
+        lambda plugin: resnet18_backbone(
+            input_shape, weights, plugin, stem, "resnet18", first_block_shortcut
+        ),
         input_shape,
         embedding_size=embedding_size,
         pretrained=weights is not None,
@@ -146,6 +161,8 @@ def build_resnet18(
     sync_bn: bool | SyncBatchNormPlugin = False,
     stem: str = "auto",
     name: str = "resnet18",
+    *,
+    first_block_shortcut: bool = False,
 ) -> keras.Model:
     """Builds the ResNet-18 backbone.
 
@@ -161,6 +178,9 @@ def build_resnet18(
         sync_bn: `False` (default), `True` or a `SyncBatchNormPlugin`.
         stem: `"auto"` (default), `"cifar"` or `"imagenet"`; see `ResNet18Sim`.
         name: The model's name. Defaults to `"resnet18"`.
+        first_block_shortcut: Whether the first block has a 1x1 convolution
+            + batch-norm shortcut (tensorflow-similarity 0.17's network).
+            Defaults to `False`.
 
     Returns:
         A Functional model from images to the `conv5_block2_out` feature map
@@ -171,7 +191,26 @@ def build_resnet18(
             with `sync_bn`, before anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    return resnet18_backbone(input_shape, weights, resolve_sync_bn(sync_bn), stem, name)
+    return resnet18_backbone(
+        input_shape, weights, resolve_sync_bn(sync_bn), stem, name, first_block_shortcut
+    )
+
+
+def build_resnet(input_shape: Sequence[int | None]) -> keras.Model:
+    """Builds tensorflow-similarity 0.17's ResNet-18 backbone (its `build_resnet`).
+
+    The same network as 0.17's, layer for layer: the CIFAR stem and a 1x1
+    convolution + batch-norm shortcut in the first block, plain batch norm
+    (0.17 used Keras' synchronised one; use
+    `build_resnet18(..., sync_bn=True)` for that).
+
+    Args:
+        input_shape: One image's shape.
+
+    Returns:
+        `build_resnet18(input_shape, stem="cifar", first_block_shortcut=True)`.
+    """
+    return build_resnet18(input_shape, stem="cifar", first_block_shortcut=True)
 
 
 def resnet18_backbone(
@@ -180,8 +219,10 @@ def resnet18_backbone(
     plugin: SyncBatchNormPlugin | None,
     stem: str,
     name: str,
+    first_block_shortcut: bool = False,
 ) -> keras.Model:
     """`build_resnet18` with the plugin already resolved (`None`: plain batch norm)."""
+    check_bool("first_block_shortcut", first_block_shortcut, owner="ResNet18Sim")
     shape = tuple(input_shape) if isinstance(input_shape, Sequence) else input_shape
     check_input_shape("ResNet18Sim", shape, min_size=1)
     stem = resolve_stem(stem, shape)
@@ -205,7 +246,8 @@ def resnet18_backbone(
         )
 
     def block(x, filters: int, stride: int, prefix: str):
-        if stride != 1 or x.shape[bn_axis] != filters:
+        extra_shortcut = first_block_shortcut and prefix == "conv2_block1"
+        if stride != 1 or x.shape[bn_axis] != filters or extra_shortcut:
             shortcut = conv(filters, 1, stride, f"{prefix}_0_conv")(x)
             shortcut = batch_norm(f"{prefix}_0_bn")(shortcut)
         else:

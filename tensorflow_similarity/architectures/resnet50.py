@@ -7,8 +7,13 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.arguments import check_input_shape, check_weights
+from tensorflow_similarity.architectures.arguments import (
+    TRAINABLE_MODES,
+    check_input_shape,
+    check_weights,
+)
 from tensorflow_similarity.architectures.builder import build_similarity_model
+from tensorflow_similarity.architectures.trainable import set_trainable
 from tensorflow_similarity.distribute.plugin import (
     SyncBatchNormPlugin,
     batch_norm_layer,
@@ -28,6 +33,7 @@ def ResNet50Sim(
     include_top: bool = True,
     pooling: str | None = "gem",
     gem_p: float = 3.0,
+    *,
     sync_bn: bool | SyncBatchNormPlugin = False,
     name: str = "resnet50sim",
 ) -> keras.Model:
@@ -68,6 +74,7 @@ def ResNet50Sim(
             to `3.0`.
         sync_bn: `False` (default), `True` (sync all replicas) or a
             `SyncBatchNormPlugin` such as `GroupSyncBatchNorm(2)`.
+            Keyword-only, as `name`.
         name: The model's name. Defaults to `"resnet50sim"`.
 
     Returns:
@@ -99,7 +106,7 @@ def ResNet50Sim(
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-        starts_last_stage=lambda layer: layer.name.startswith("conv5_"),
+        starts_last_stage=_starts_last_stage,
         name=name,
     )
 
@@ -136,6 +143,45 @@ def build_resnet50(
         TypeError: For a bad `sync_bn`.
     """
     return resnet50_backbone(input_shape, weights, resolve_sync_bn(sync_bn), name)
+
+
+def build_resnet(weights: str | os.PathLike | None = None, trainable: str = "full") -> keras.Model:
+    """Builds a ResNet-50 backbone as tensorflow-similarity 0.17's `build_resnet` did.
+
+    Any image size (`(None, None, 3)` input), `trainable` applied as in
+    `ResNet50Sim`, and the batch-norm layers frozen when weights are loaded.
+    Unlike 0.17, batch norm is not synchronised: use
+    `build_resnet50(shape, sync_bn=True)` for that.
+
+    Args:
+        weights: `None` (default), `"imagenet"` or a weights-file path.
+        trainable: `"full"` (default), `"partial"` (`conv5_*`) or `"frozen"`.
+
+    Returns:
+        The backbone, images to the `conv5_block3_out` feature map.
+
+    Raises:
+        ValueError: For a bad `weights` or `trainable`, before anything is
+            built.
+    """
+    if trainable not in TRAINABLE_MODES:
+        # 0.17's message, which its users may match.
+        raise ValueError(
+            f"{trainable} is not a supported option for 'trainable'. "
+            f"build_resnet takes one of {', '.join(TRAINABLE_MODES)}."
+        )
+    backbone = build_resnet50((None, None, 3), weights)
+    set_trainable(
+        backbone,
+        trainable,
+        starts_last_stage=_starts_last_stage,
+        freeze_batch_norm=weights is not None,
+    )
+    return backbone
+
+
+def _starts_last_stage(layer: keras.layers.Layer) -> bool:
+    return layer.name.startswith("conv5_")
 
 
 def resnet50_backbone(

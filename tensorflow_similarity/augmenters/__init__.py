@@ -3,16 +3,29 @@
 `ViewAugmenter` turns a batch of images into two independently augmented
 views; `simclr_augmenter`, `simsiam_augmenter` and `barlow_augmenter` configure
 it with each paper's parameters. `image_ops` holds the per-image random
-transforms they are built from.
+transforms they are built from. `Augmenter`, `SimCLRAugmenter`,
+`BarlowAugmenter` and `ContrastiveAugmenter` are tensorflow-similarity 0.17's
+classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
+0.17 code.
 """
 
 from tensorflow_similarity.augmenters import image_ops
 from tensorflow_similarity.augmenters.barlow import barlow_augmenter
+from tensorflow_similarity.augmenters.legacy import (
+    Augmenter,
+    BarlowAugmenter,
+    ContrastiveAugmenter,
+    SimCLRAugmenter,
+)
 from tensorflow_similarity.augmenters.simclr import simclr_augmenter
 from tensorflow_similarity.augmenters.simsiam import simsiam_augmenter
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter
 
 __all__ = [
+    "Augmenter",
+    "BarlowAugmenter",
+    "ContrastiveAugmenter",
+    "SimCLRAugmenter",
     "ViewAugmenter",
     "barlow_augmenter",
     "image_ops",

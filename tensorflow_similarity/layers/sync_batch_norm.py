@@ -72,7 +72,8 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             are exact to float32 rounding for `|mean| / std` up to 1e4.
         **kwargs: Base layer keyword arguments (`name`, `dtype`, `trainable`).
             `synchronized` is accepted for compatibility with Keras configs and
-            has no effect: this layer always synchronises. `renorm=True` is
+            has no effect: this layer always synchronises, and its
+            `synchronized` attribute reads `True`. `renorm=True` is
             rejected (batch renormalisation is not synchronised).
 
     Raises:
@@ -149,10 +150,29 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         self.group_size = group_size
         self.exchange = exchange
 
+    @property
+    def synchronized(self) -> bool:
+        """`True`: the layer synchronises its statistics (through its own collectives).
+
+        Keras' `BatchNormalization` reads this attribute to pick its own
+        synchronised moments; while this layer delegates a call that needs no
+        synchronisation to Keras, it reads `False`, so Keras' path stays off.
+        """
+        return not getattr(self, "_delegating", False)
+
+    @synchronized.setter
+    def synchronized(self, value: bool) -> None:
+        # Keras' constructor assigns the flag; synchronisation here is always on.
+        del value
+
     def call(self, inputs, training=None, mask=None):
         ctx = collectives.sync_replica_context()
         if not (training and self.trainable) or ctx is None:
-            return super().call(inputs, training=training, mask=mask)
+            self._delegating = True
+            try:
+                return super().call(inputs, training=training, mask=mask)
+            finally:
+                self._delegating = False
         group_size = collectives.check_group_size(self.group_size, ctx.num_replicas_in_sync)
         if mask is not None and len(mask.shape) != len(inputs.shape) - 1:
             raise ValueError(

@@ -45,7 +45,11 @@ class GlobalBatchLoss(keras.losses.Loss):
 
     Subclasses set the class attribute `min_batch_size`, the smallest global
     batch their formula is defined for (checked statically on one device, at
-    run time after gathering under a strategy).
+    run time after gathering under a strategy), and `per_sample_terms` when
+    the loss is a mean of per-sample terms (SimSiam, SimCLR's anchors): then
+    `reduction="none"` returns those terms for the local batch, as Keras
+    losses do; a loss of batch statistics (Barlow Twins, VICReg) has none to
+    return and refuses `"none"`.
 
     Args:
         name: Name of the loss instance.
@@ -53,15 +57,18 @@ class GlobalBatchLoss(keras.losses.Loss):
             `"mean_with_sample_weight"`: in a replica context with `K > 1`
             replicas the returned value is the global loss divided by `K`, the
             Keras convention that makes the optimizer's sum of the replicas'
-            gradients the gradient of the global loss. `"sum"`, `"none"` or
-            `None`: the global loss itself, unscaled, for custom training loops
-            that scale on their own.
+            gradients the gradient of the global loss. `"auto"` (the old
+            `tf.keras` default) means `"sum_over_batch_size"`. `"sum"`: the
+            global loss itself, unscaled, for custom training loops that scale
+            on their own. `"none"` or `None`: the `[batch]` per-sample terms of
+            the local batch, unscaled, for losses with `per_sample_terms`.
         dtype: Dtype of the loss computation; defaults to
             `keras.backend.floatx()`. Statistics are computed in at least
             float32.
     """
 
     min_batch_size = 1
+    per_sample_terms = False
 
     def __init__(
         self,
@@ -69,6 +76,15 @@ class GlobalBatchLoss(keras.losses.Loss):
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
     ) -> None:
+        if reduction == "auto":
+            reduction = "sum_over_batch_size"
+        if reduction in (None, "none") and not self.per_sample_terms:
+            raise ValueError(
+                f"{type(self).__name__} has no per-sample terms for reduction={reduction!r} to "
+                "return: its terms are statistics of the whole batch (means, variances, "
+                "correlations over samples). Use reduction='sum' for the unscaled global loss, "
+                "or the default 'sum_over_batch_size'."
+            )
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:

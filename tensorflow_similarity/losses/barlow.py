@@ -24,7 +24,7 @@ class Barlow(GlobalBatchLoss):
     variance, as the paper's affine-free batch norm), and
 
         C_ij = (1 / N) * sum_b za_hat_bi * zb_hat_bj
-        L = sum_i (1 - C_ii)^2 + lambda_ * sum_i sum_{j != i} C_ij^2
+        L = sum_i (1 - C_ii)^2 + lambda_ * sum_i sum_{j != i} C_ij^2 + margin
 
     Across replicas: the embeddings are all-gathered, so the means, variances
     and `C` run over the global batch (as the paper's synchronised batch norm
@@ -35,18 +35,23 @@ class Barlow(GlobalBatchLoss):
     Args:
         lambda_: Weight `>= 0` of the off-diagonal (redundancy) term.
             Defaults to `5e-3`, the paper's value.
+        margin: Constant added to the loss. Defaults to `0.0`
+            (tensorflow-similarity 0.17: `1e-12`; a constant changes no
+            gradient).
+        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+            Not `"none"`: every term is a statistic of the whole batch.
+        name: Name of the loss. Defaults to `"barlow"`.
         epsilon: Constant `>= 0` added to the variance when standardising.
             Defaults to `1e-5` (PyTorch's batch norm default, used by the
-            paper's code).
-        name: Name of the loss. Defaults to `"barlow"`.
-        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+            paper's code). Keyword-only.
         dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.
 
     Raises:
-        ValueError: If `lambda_` or `epsilon` is negative; on views that are
+        ValueError: If `lambda_` or `epsilon` is negative, `margin` is not
+            finite or `reduction` is `"none"`; on views that are
             not `[batch, features]` tensors of one shape, on a global batch
             of fewer than 2 samples (checked at run time under a strategy),
             or when `sample_weight` is given.
@@ -66,13 +71,16 @@ class Barlow(GlobalBatchLoss):
     def __init__(
         self,
         lambda_: float = 5e-3,
-        epsilon: float = 1e-5,
-        name: str | None = "barlow",
+        margin: float = 0.0,
         reduction: str | None = "sum_over_batch_size",
+        name: str | None = "barlow",
+        *,
+        epsilon: float = 1e-5,
         dtype: Any = None,
     ) -> None:
         owner = type(self).__name__
         self.lambda_ = check_number("lambda_", lambda_, low=0, owner=owner)
+        self.margin = check_number("margin", margin, owner=owner)
         self.epsilon = check_number("epsilon", epsilon, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
@@ -87,7 +95,7 @@ class Barlow(GlobalBatchLoss):
         diagonal = tf.linalg.diag_part(c)
         on_diagonal = tf.reduce_sum(tf.square(1.0 - diagonal))
         off_diagonal = tf.reduce_sum(tf.square(c - tf.linalg.diag(diagonal)))
-        return on_diagonal + self.lambda_ * off_diagonal
+        return on_diagonal + self.lambda_ * off_diagonal + self.margin
 
     def _standardise(self, z: tf.Tensor) -> tf.Tensor:
         mean, variance = tf.nn.moments(z, axes=[0])
@@ -95,5 +103,5 @@ class Barlow(GlobalBatchLoss):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(lambda_=self.lambda_, epsilon=self.epsilon)
+        config.update(lambda_=self.lambda_, margin=self.margin, epsilon=self.epsilon)
         return config

@@ -26,19 +26,25 @@ class SimCLRLoss(GlobalBatchLoss):
         L = (1 / 2N) * sum_k -log( exp(s_k,pos(k)) / sum_{j != k} exp(s_kj) )
 
     Every anchor's negatives are the `2N - 2` other samples of both views.
+    This is half of tensorflow-similarity 0.17's value at the same
+    temperature (0.17 summed the two views' anchors of each sample and took
+    the mean over the `N` samples).
 
     Across replicas: the views are all-gathered (replicas may hold different
     batch sizes), so every anchor's negatives are those of the whole global
-    batch; see `GlobalBatchLoss` for the contract.
+    batch; see `GlobalBatchLoss` for the contract. With `reduction="none"`
+    each local sample's term comes back, the mean of its two anchors' terms
+    (so that their mean over the global batch is `L`).
 
     Args:
         temperature: Softmax temperature `> 0`. Defaults to `0.1`.
         name: Name of the loss. Defaults to `"sim_clr_loss"`.
-        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+        reduction: Defaults to `"sum_over_batch_size"`; `"none"` or `None`
+            returns the `[batch]` per-sample terms. See `GlobalBatchLoss`.
         dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
-        A scalar tensor.
+        A scalar tensor, or a `[batch]` one with `reduction="none"`.
 
     Raises:
         ValueError: If `temperature` is not a positive number; on views that
@@ -57,6 +63,7 @@ class SimCLRLoss(GlobalBatchLoss):
     """
 
     min_batch_size = 2
+    per_sample_terms = True
 
     def __init__(
         self,
@@ -72,7 +79,14 @@ class SimCLRLoss(GlobalBatchLoss):
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         dtype = computation_dtype(y_true.dtype)
-        z1, z2 = gather_global_batch(tf.cast(y_true, dtype), tf.cast(y_pred, dtype))
+        z1, z2 = tf.cast(y_true, dtype), tf.cast(y_pred, dtype)
+        per_sample = self.reduction in (None, "none")
+        if per_sample:
+            # Gathered with the views, each row's replica id marks this replica's samples.
+            replica = tf.cast(_replica_id(), dtype)
+            z1, z2, owner = gather_global_batch(z1, z2, tf.fill(tf.shape(z1)[:1], replica))
+        else:
+            z1, z2 = gather_global_batch(z1, z2)
         n = tf.shape(z1)[0]
         self._check_global_batch(n)
 
@@ -82,9 +96,17 @@ class SimCLRLoss(GlobalBatchLoss):
         logits = tf.where(tf.eye(2 * n, dtype=tf.bool), tf.constant(-float("inf"), dtype), logits)
         positives = tf.concat([tf.range(n, 2 * n), tf.range(n)], axis=0)
         per_anchor = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=positives, logits=logits)
+        if per_sample:
+            terms = 0.5 * (per_anchor[:n] + per_anchor[n:])
+            return tf.boolean_mask(terms, tf.equal(owner, replica))
         return tf.reduce_mean(per_anchor)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["temperature"] = self.temperature
         return config
+
+
+def _replica_id() -> tf.Tensor:
+    ctx = tf.distribute.get_replica_context()
+    return ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)

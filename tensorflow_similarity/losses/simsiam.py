@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity._validation import check_choice, check_number
 from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+
+PROJECTION_TYPES = ("negative_cosine_sim", "cosine_distance", "angular_distance")
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -16,54 +20,90 @@ class SimSiamLoss(GlobalBatchLoss):
     """Negative cosine similarity with a stop-gradient on the target (SimSiam).
 
     From Chen & He, "Exploring Simple Siamese Representation Learning", CVPR
-    2021 (https://arxiv.org/abs/2011.10566). Called as `loss(p, z)` with the
-    predictor output `p` of one view and the projector output `z` of the other:
+    2021 (https://arxiv.org/abs/2011.10566). Called as Keras losses are,
+    `loss(y_true, y_pred)`: the target first, the projector output `z` of one
+    view (its gradient is stopped here), the prediction second, the predictor
+    output `p` of the other view:
 
-        D(p, z) = -(1 / N) * sum_i  <p_i, sg(z_i)> / (||p_i|| * ||sg(z_i)||)
+        D(z, p) = -(1 / N) * sum_i  <sg(z_i), p_i> / (||sg(z_i)|| * ||p_i||)
 
     where `sg` is the stop-gradient and `N` the global batch size. The model
-    symmetrises: `0.5 * (loss(p1, z2) + loss(p2, z1))`. The value lies in
-    `[-1, 1]`; no gradient reaches `z`.
+    symmetrises: `0.5 * (loss(z2, p1) + loss(z1, p2))`. The value lies in
+    `[-1, 1]`; no gradient reaches `z`. `projection_type` replaces `-cos` by
+    `1 - cos` or `arccos(cos) / pi` (cosines clipped to `[-1, 1]`), and
+    `margin` is added to every sample's term.
 
-    Across replicas: each replica's sum of cosines and sample count are
-    all-reduced (the loss is a sum of per-sample terms, so nothing is
-    gathered) and every replica returns the mean over the global batch; an
-    empty global batch gives 0. See `GlobalBatchLoss` for the contract.
+    Across replicas: each replica's sum of per-sample terms and its sample
+    count are all-reduced (nothing is gathered) and every replica returns the
+    mean over the global batch; an empty global batch gives 0. With
+    `reduction="none"` the per-sample terms of the local batch come back
+    instead, unscaled. See `GlobalBatchLoss` for the contract.
 
     Args:
+        projection_type: `"negative_cosine_sim"` (default, `-cos`),
+            `"cosine_distance"` (`1 - cos`) or `"angular_distance"`
+            (`arccos(cos) / pi`).
+        margin: Constant added to each sample's term. Defaults to `0.0`
+            (tensorflow-similarity 0.17 added 0.001; a constant changes no
+            gradient).
+        reduction: Defaults to `"sum_over_batch_size"`; `"none"` or `None`
+            returns the `[batch]` per-sample terms. See `GlobalBatchLoss`.
         name: Name of the loss. Defaults to `"sim_siam_loss"`.
-        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
         dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
-        A scalar tensor.
+        A scalar tensor, or a `[batch]` one with `reduction="none"`.
 
     Raises:
-        ValueError: On views that are not `[batch, features]` tensors of one
+        ValueError: For an unknown `projection_type` or a non-finite
+            `margin`; on views that are not `[batch, features]` tensors of one
             shape, or when `sample_weight` is given.
 
     Example:
 
     >>> import numpy as np
     >>> from tensorflow_similarity.losses import SimSiamLoss
-    >>> p = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> z = np.array([[1.0, 0.0], [1.0, 0.0]])
-    >>> float(SimSiamLoss()(p, z))
+    >>> p = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> float(SimSiamLoss()(z, p))
     -0.5
     """
 
+    per_sample_terms = True
+
     def __init__(
         self,
-        name: str | None = "sim_siam_loss",
+        projection_type: str = "negative_cosine_sim",
+        margin: float = 0.0,
         reduction: str | None = "sum_over_batch_size",
+        name: str | None = "sim_siam_loss",
         dtype: Any = None,
     ) -> None:
+        owner = type(self).__name__
+        self.projection_type = check_choice(
+            "projection_type", projection_type, PROJECTION_TYPES, owner=owner
+        )
+        self.margin = check_number("margin", margin, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_true.dtype)
-        p = tf.math.l2_normalize(tf.cast(y_true, dtype), axis=1)
-        z = tf.math.l2_normalize(tf.stop_gradient(tf.cast(y_pred, dtype)), axis=1)
-        cosines = tf.reduce_sum(p * z, axis=1)
-        total = global_sum(tf.stack([tf.reduce_sum(cosines), tf.cast(tf.shape(cosines)[0], dtype)]))
-        return -tf.math.divide_no_nan(total[0], total[1])
+        dtype = computation_dtype(y_pred.dtype)
+        target = tf.math.l2_normalize(tf.stop_gradient(tf.cast(y_true, dtype)), axis=1)
+        prediction = tf.math.l2_normalize(tf.cast(y_pred, dtype), axis=1)
+        cosines = tf.reduce_sum(target * prediction, axis=1)
+        if self.projection_type == "negative_cosine_sim":
+            terms = -cosines
+        elif self.projection_type == "cosine_distance":
+            terms = 1.0 - cosines
+        else:
+            terms = tf.acos(tf.clip_by_value(cosines, -1.0, 1.0)) / math.pi
+        terms = terms + self.margin
+        if self.reduction in (None, "none"):
+            return terms
+        total = global_sum(tf.stack([tf.reduce_sum(terms), tf.cast(tf.shape(terms)[0], dtype)]))
+        return tf.math.divide_no_nan(total[0], total[1])
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(projection_type=self.projection_type, margin=self.margin)
+        return config

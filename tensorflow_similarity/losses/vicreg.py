@@ -22,36 +22,44 @@ class VicReg(GlobalBatchLoss):
     `[N, D]` embeddings of the two views:
 
         s(Z, Z') = (1 / (N D)) * sum_b ||z_b - z'_b||^2        (invariance, MSE)
-        v(Z)     = (1 / D) * sum_j max(0, gamma - sqrt(Var(z^j) + epsilon))
+        v(Z)     = (1 / D) * sum_j max(0, gamma - sqrt(Var(z^j) + std_const))
         c(Z)     = (1 / D) * sum_{i != j} Cov(Z)_ij^2
         L = lambda_ * s(Z, Z') + mu * (v(Z) + v(Z')) / 2 + nu * (c(Z) + c(Z'))
 
     with the unbiased variance and covariance over the batch
     (`Cov(Z) = (1 / (N - 1)) * sum_b (z_b - mean)(z_b - mean)^T`). The
     factors `1 / D` and `/ 2` are those of the paper's reference code, for
-    which the default coefficients were tuned.
+    which the default coefficients were tuned. tensorflow-similarity 0.17
+    used the biased variance inside the hinge and returned one value per
+    sample (the invariance term per sample plus the batch terms).
 
     Across replicas: the embeddings are all-gathered, so all three terms, the
     variance hinge and the covariance included, run over the global batch;
     see `GlobalBatchLoss` for the contract.
 
     Args:
+        std_const: Constant `>= 0` added to the variance under the square
+            root. Defaults to `1e-4`.
         lambda_: Weight `>= 0` of the invariance term. Defaults to `25.0`.
         mu: Weight `>= 0` of the variance term. Defaults to `25.0`.
         nu: Weight `>= 0` of the covariance term. Defaults to `1.0`.
-        gamma: Target standard deviation `> 0` of each feature. Defaults to
-            `1.0`.
-        epsilon: Constant `>= 0` added to the variance under the square root.
-            Defaults to `1e-4`.
-        name: Name of the loss. Defaults to `"vic_reg"`.
         reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+            Not `"none"`: the variance and covariance terms are statistics of
+            the whole batch.
+        name: Name of the loss. Defaults to `"vic_reg"`.
+        gamma: Target standard deviation `> 0` of each feature. Defaults to
+            `1.0`. Keyword-only.
+        epsilon: Another name for `std_const`, keyword-only; give one of
+            them.
         dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.
 
     Raises:
-        ValueError: If a coefficient is negative or `gamma` is not positive;
+        ValueError: If a coefficient is negative, `gamma` is not positive,
+            `std_const` and `epsilon` are both given or `reduction` is
+            `"none"`;
             on views that are not `[batch, features]` tensors of one shape, on
             a global batch of fewer than 2 samples (checked at run time under
             a strategy), or when `sample_weight` is given.
@@ -61,7 +69,7 @@ class VicReg(GlobalBatchLoss):
     >>> import numpy as np
     >>> from tensorflow_similarity.losses import VicReg
     >>> z = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
-    >>> float(VicReg(epsilon=0.0)(z, z))  # Var = 8/3 > 1 and Cov = 0 for both features
+    >>> float(VicReg(std_const=0.0)(z, z))  # Var = 8/3 > 1 and Cov = 0 for both features
     0.0
     """
 
@@ -69,21 +77,30 @@ class VicReg(GlobalBatchLoss):
 
     def __init__(
         self,
+        std_const: float | None = None,
         lambda_: float = 25.0,
         mu: float = 25.0,
         nu: float = 1.0,
-        gamma: float = 1.0,
-        epsilon: float = 1e-4,
-        name: str | None = "vic_reg",
         reduction: str | None = "sum_over_batch_size",
+        name: str | None = "vic_reg",
+        *,
+        gamma: float = 1.0,
+        epsilon: float | None = None,
         dtype: Any = None,
     ) -> None:
         owner = type(self).__name__
+        if std_const is not None and epsilon is not None:
+            raise ValueError(
+                f"{owner}: std_const and epsilon name the same constant; give one of them. "
+                f"Received: std_const={std_const!r}, epsilon={epsilon!r}"
+            )
+        given = "epsilon" if epsilon is not None else "std_const"
+        std_const = next((v for v in (std_const, epsilon) if v is not None), 1e-4)
         self.lambda_ = check_number("lambda_", lambda_, low=0, owner=owner)
         self.mu = check_number("mu", mu, low=0, owner=owner)
         self.nu = check_number("nu", nu, low=0, owner=owner)
         self.gamma = check_number("gamma", gamma, positive=True, owner=owner)
-        self.epsilon = check_number("epsilon", epsilon, low=0, owner=owner)
+        self.std_const = check_number(given, std_const, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
@@ -99,7 +116,7 @@ class VicReg(GlobalBatchLoss):
     def _variance(self, z: tf.Tensor) -> tf.Tensor:
         centred = z - tf.reduce_mean(z, axis=0)
         unbiased = tf.reduce_sum(tf.square(centred), axis=0) / _bessel(z)
-        std = tf.sqrt(unbiased + self.epsilon)
+        std = tf.sqrt(unbiased + self.std_const)
         return tf.reduce_mean(tf.nn.relu(self.gamma - std))
 
     def _covariance(self, z: tf.Tensor) -> tf.Tensor:
@@ -111,11 +128,11 @@ class VicReg(GlobalBatchLoss):
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
+            std_const=self.std_const,
             lambda_=self.lambda_,
             mu=self.mu,
             nu=self.nu,
             gamma=self.gamma,
-            epsilon=self.epsilon,
         )
         return config
 

@@ -5,6 +5,17 @@ from tensorflow_similarity.models.heads import (
     build_predictor,
     build_projector,
     create_contrastive_model,
+    get_predictor,
+    get_projector,
+    projector_widths,
 )
 
-__all__ = ["ContrastiveModel", "build_predictor", "build_projector", "create_contrastive_model"]
+__all__ = [
+    "ContrastiveModel",
+    "build_predictor",
+    "build_projector",
+    "create_contrastive_model",
+    "get_predictor",
+    "get_projector",
+    "projector_widths",
+]

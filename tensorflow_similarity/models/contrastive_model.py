@@ -281,8 +281,9 @@ class ContrastiveModel(keras.Model):
         loss_fn = self.loss if self.loss is not None else self._default_loss
         if self.predictor is not None:
             p1, p2 = self._encode(z1, z2, self.predictor, training)
-            # SimSiam's symmetric loss: each prediction regresses the other view's projection.
-            loss = 0.5 * (loss_fn(p1, z2) + loss_fn(p2, z1))
+            # SimSiam's symmetric loss: each prediction regresses the other view's projection,
+            # called as Keras losses are, loss(target, prediction).
+            loss = 0.5 * (loss_fn(z2, p1) + loss_fn(z1, p2))
         else:
             p1 = None
             loss = loss_fn(z1, z2)

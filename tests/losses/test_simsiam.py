@@ -33,7 +33,7 @@ def test_no_gradient_reaches_the_target():
 
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([p, z])
-        value = SimSiamLoss()(p, z)
+        value = SimSiamLoss()(z, p)  # Keras' order: loss(y_true=target, y_pred=prediction)
 
     assert tape.gradient(value, z) is None
     assert np.abs(tape.gradient(value, p).numpy()).max() > 1e-3
