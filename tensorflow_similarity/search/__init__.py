@@ -1,0 +1,18 @@
+"""Nearest-neighbour search indexes: the exact `LinearSearch` (the default) and `FaissSearch`.
+
+`FaissSearch` imports faiss when it is created, so the package imports
+without it.
+
+Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
+`lookup`, `batch_lookup(embeddings, k) -> (idxs, distances)` nearest first,
+`size`, `reset`, `save(path)`/`load(path)` and `get_config`.
+"""
+
+from __future__ import annotations
+
+from tensorflow_similarity.search.faiss_search import FaissSearch
+from tensorflow_similarity.search.linear_search import LinearSearch
+from tensorflow_similarity.search.registry import SEARCH_NAMES, make_search
+from tensorflow_similarity.search.search import Search
+
+__all__ = ["SEARCH_NAMES", "FaissSearch", "LinearSearch", "Search", "make_search"]
