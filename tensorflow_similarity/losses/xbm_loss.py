@@ -42,10 +42,12 @@ class XBM(MetricLoss):
     holding the concatenated batches would. The memory lives in non-trainable
     variables created with the loss, so the loss must be created inside
     `strategy.scope()` (as `compile` usually is). Embeddings are stored in the
-    loss's `dtype` promoted to at least float32. The memory's filled part has
-    a size known only at run time, so compile models trained with `XBM` with
-    `jit_compile=False`. The memory is not saved with a model: a loaded
-    model starts with an empty one.
+    loss's `dtype` promoted to at least float32. The memory learns the
+    embedding size at the first call and its filled part grows over the
+    first steps, neither of which XLA allows: compile models trained with
+    `XBM` with `jit_compile=False` (Keras' default `"auto"` picks XLA on
+    GPUs). The memory is not saved with a model: a loaded model starts with
+    an empty one.
 
     Args:
         loss: The wrapped `MetricLoss`, one that mines pairs
@@ -108,9 +110,12 @@ class XBM(MetricLoss):
         # Updated with the same global batch on every replica: taking the first
         # replica's value keeps the copies identical at the cost of no reduction.
         variable = {"trainable": False, "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA}
+        # Flat, [memory_size * d] once filled: the feature size is unknown until
+        # the first call, and a [memory_size, None] variable starting empty
+        # misleads Grappler's shape inference into dropping the reshape below.
         self.memory_embeddings = tf.Variable(
-            tf.zeros([self.memory_size, 0], computation_dtype(self.dtype)),
-            shape=tf.TensorShape([self.memory_size, None]),
+            tf.zeros([0], computation_dtype(self.dtype)),
+            shape=tf.TensorShape([None]),
             name="xbm_memory_embeddings",
             **variable,
         )
@@ -140,7 +145,7 @@ class XBM(MetricLoss):
         count = tf.convert_to_tensor(self.memory_count)
         stored_labels = tf.convert_to_tensor(self.memory_labels)
         # Rows past `count` are padding; before the first update the variable
-        # has no feature axis yet, which the reshape and pad give it.
+        # is empty, and the pad gives it its rows.
         stored = tf.reshape(self.memory_embeddings, [-1, tf.shape(embeddings)[1]])
         stored = tf.pad(stored, [[0, size - tf.shape(stored)[0]], [0, 0]])
 
@@ -153,7 +158,11 @@ class XBM(MetricLoss):
 
         new = tf.stop_gradient(tf.cast(embeddings, stored.dtype))
         updates = [
-            (self.memory_embeddings, tf.concat([new, stored], axis=0)[:size], stored),
+            (
+                self.memory_embeddings,
+                tf.reshape(tf.concat([new, stored], axis=0)[:size], [-1]),
+                tf.reshape(stored, [-1]),
+            ),
             (self.memory_labels, tf.concat([labels, stored_labels], axis=0)[:size], stored_labels),
             (self.memory_count, tf.minimum(count + n, size), count),
         ]
@@ -161,6 +170,14 @@ class XBM(MetricLoss):
             variable.assign(tf.where(in_use, updated, unchanged))
         self.steps.assign_add(1)
         return terms
+
+    def memory(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns the stored `([count] labels, [count, d] embeddings)`, the newest first."""
+        count = tf.cast(self.memory_count, tf.int32)
+        size = tf.size(self.memory_embeddings)
+        d = tf.math.floordiv(size, self.memory_size)
+        embeddings = tf.reshape(self.memory_embeddings, [self.memory_size, d])
+        return self.memory_labels[:count], embeddings[:count]
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
