@@ -131,7 +131,13 @@ def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
     ctx = sync_replica_context()
     if ctx is None:
         return tensors
-    return tuple(ctx.all_gather(list(tensors), axis=0))
+    # Under MultiWorkerMirroredStrategy with one replica per worker, all_gather
+    # uses each tensor's own device as its destination, and a tf.function
+    # argument (a placeholder, such as labels passed to a step) has none:
+    # TensorFlow then fails with "destinations can not be empty". An identity
+    # created here takes the replica's device.
+    placed = [t if t.device else tf.identity(t) for t in map(tf.convert_to_tensor, tensors)]
+    return tuple(ctx.all_gather(placed, axis=0))
 
 
 def global_sum(value: tf.Tensor) -> tf.Tensor:

@@ -20,6 +20,7 @@ from tensorflow_similarity.losses.softnn_loss import SoftNearestNeighborLoss
 from tensorflow_similarity.losses.supcon_loss import SupConLoss
 from tensorflow_similarity.losses.triplet_loss import TripletLoss
 from tensorflow_similarity.losses.vicreg import VicReg
+from tensorflow_similarity.losses.xbm_loss import XBM
 
 __all__ = [
     "ArcFaceLoss",
@@ -35,4 +36,5 @@ __all__ = [
     "SupConLoss",
     "TripletLoss",
     "VicReg",
+    "XBM",
 ]

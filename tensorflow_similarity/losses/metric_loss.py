@@ -60,6 +60,20 @@ class MetricLoss(keras.losses.Loss):
     Any Keras model compiled with the loss gets global mining; no custom
     training step is needed.
 
+    Under `MultiWorkerMirroredStrategy`, Keras 3's `fit` cannot take
+    `(x, y)` batches (keras-team/keras#20585): before the first step it
+    reduces the distributed batch with `strategy.reduce("MEAN", (x, y))`,
+    which that strategy rejects for a tuple ("Attempt to convert a value
+    (PerReplica...) with an unsupported type"), and it reduces the step's
+    logs with `axis=0`, which fails on scalars. Two paths work, with the
+    same global-batch result: a custom training loop (`strategy.run` of a
+    step that calls the loss and `optimizer.apply_gradients`), or `fit` on
+    batches packing features and label into one tensor, with a `train_step`
+    that unpacks them, calls `super().train_step((x, y))` and reshapes the
+    logs to `[1]`, and with the compiled loss built before `fit` (one
+    `model.compute_loss(y=..., y_pred=...)` call), since `fit`'s build would
+    call the model on the packed batch.
+
     Args:
         distance: The `Distance` between embeddings: an instance, a name or
             its serialised config; `None` for losses that use none.

@@ -40,11 +40,16 @@ def _logsumexp(values):
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def triplet_terms(labels, x, distance, positive, negative, margin, pn=False):
+def _anchors(labels, anchors):
+    """The anchors' rows: all of them, or the first `anchors` (the keys follow)."""
+    return range(len(labels) if anchors is None else anchors)
+
+
+def triplet_terms(labels, x, distance, positive, negative, margin, pn=False, anchors=None):
     dist = DISTANCES[distance]
     x = np.float64(x)
     terms = []
-    for a in range(len(labels)):
+    for a in _anchors(labels, anchors):
         positives, negatives = _pairs(labels, a)
         if not positives or not negatives:
             terms.append(0.0)
@@ -96,11 +101,11 @@ def circle_terms(labels, x, distance, gamma, margin, paper=True):
     return np.array(terms)
 
 
-def multisim_terms(labels, x, distance, alpha, beta, epsilon, lmda, center):
+def multisim_terms(labels, x, distance, alpha, beta, epsilon, lmda, center, anchors=None):
     dist = DISTANCES[distance]
     x = np.float64(x)
     terms = []
-    for a in range(len(labels)):
+    for a in _anchors(labels, anchors):
         positives, negatives = _pairs(labels, a)
         if not positives or not negatives:
             terms.append(0.0)
@@ -179,3 +184,35 @@ def arcface_terms(labels, cosines, margin, scale):
                 logits.append(scale * cos)
         terms.append(-logits[y] + _logsumexp(logits))
     return np.array(terms)
+
+
+def xbm_steps(batches, memory_size, warmup_steps, terms):
+    """Cross-batch memory over a sequence of `(labels, x)` batches, with plain lists.
+
+    `terms(labels, x, anchors)` gives the wrapped loss's terms of the first
+    `anchors` rows against all rows. The memory is a list of (label,
+    embedding) pairs, newest first.
+
+    Returns:
+        A list with, per step, the batch's terms and the memory after the step
+        (labels and embeddings, newest first).
+    """
+    memory = []
+    steps = []
+    for step, (labels, x) in enumerate(batches):
+        batch = [(int(label), np.float64(row)) for label, row in zip(labels, x, strict=True)]
+        if step < warmup_steps:
+            keys = batch
+        else:
+            keys = batch + memory[: max(memory_size - len(batch), 0)]
+            memory = (batch + memory)[:memory_size]
+        key_labels = np.array([label for label, _ in keys])
+        key_x = np.array([row for _, row in keys])
+        steps.append(
+            (
+                terms(key_labels, key_x, len(batch)),
+                np.array([label for label, _ in memory], dtype="int64"),
+                np.array([row for _, row in memory]).reshape(len(memory), x.shape[1]),
+            )
+        )
+    return steps
