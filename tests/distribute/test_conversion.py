@@ -69,7 +69,7 @@ def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
 
 def bn_config(layer: keras.layers.Layer) -> dict:
     config = layer.get_config()
-    for key in (*BN_ONLY_KEYS, "group_size"):
+    for key in (*BN_ONLY_KEYS, "group_size", "exchange"):
         config.pop(key, None)
     return config
 
