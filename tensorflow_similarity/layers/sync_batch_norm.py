@@ -181,15 +181,17 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         )
 
         # Every replica assigns the same value, so mirrored statistics stay identical;
-        # an empty global batch (rate 0) leaves them unchanged.
-        rate = tf.where(
-            seen > 0, tf.constant(1.0 - self.momentum, x.dtype), tf.constant(0.0, x.dtype)
-        )
+        # an empty global batch (keep 1, rate 0) leaves them unchanged. The update is
+        # Keras' `old * momentum + new * (1 - momentum)`: `old + (new - old) * rate`
+        # would cancel when a small variance replaces a large one.
+        seen = seen > 0
+        keep = tf.where(seen, tf.constant(self.momentum, x.dtype), tf.constant(1.0, x.dtype))
+        rate = tf.where(seen, tf.constant(1.0 - self.momentum, x.dtype), tf.constant(0.0, x.dtype))
         for stat, old, batch_value in (
             (self.moving_mean, old_mean, mean_update),
             (self.moving_variance, old_variance, variance_update),
         ):
-            stat.assign(ops.cast(old + (batch_value - old) * rate, stat.dtype))
+            stat.assign(ops.cast(old * keep + batch_value * rate, stat.dtype))
 
         outputs = ops.batch_normalization(
             x,
