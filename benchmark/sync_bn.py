@@ -355,10 +355,12 @@ def measure_sections(
     if "floor" in sections:
         log("Analytic floor...")
         resnet_rows = report.get("resnet_step_time")
+        resnet_origin = None
         if resnet_rows is None:
             earlier = kept_from_earlier(out_json, config.device, sections).get("resnet")
             resnet_rows = earlier["data"] if earlier else []
-        report["floor"] = sync_bn_floor.measure(strategies, config, resnet_rows)
+            resnet_origin = earlier["origin"] if earlier else None
+        report["floor"] = sync_bn_floor.measure(strategies, config, resnet_rows, resnet_origin)
     return report
 
 

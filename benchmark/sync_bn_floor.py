@@ -155,6 +155,7 @@ def measure(
     strategies: dict[int, tf.distribute.MirroredStrategy],
     config: RunConfig,
     resnet_rows: Sequence[dict[str, Any]],
+    resnet_origin: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Collectives and bytes per step, sync batch norm vs gradient all-reduce, per model.
 
@@ -163,6 +164,7 @@ def measure(
         config: The run's configuration; its `resnets` are the models.
         resnet_rows: The ResNet section's rows, measured now or kept from an earlier run,
             for the measured overhead column (empty if there are none).
+        resnet_origin: Date and command of those rows when kept from an earlier run.
     """
     models = config.resnets
     structures = {}
@@ -252,6 +254,7 @@ def measure(
     return {
         "probes": per_replica_count,
         "rows": rows,
+        "measured_from": resnet_origin,
         "scaling": scaling_model(per_replica_count, reference, config.model_replicas),
     }
 
@@ -417,7 +420,14 @@ def render(floor: dict[str, Any]) -> str:
         "all-reduces x latency + bytes / bandwidth, the time the collectives take if nothing "
         "else ran (batch-norm all-reduces are sequential along the network). Measured: the "
         "variant's step time minus plain's in the ResNet table (`-` when that row was not "
-        "measured). A measured overhead far above the floor is compute, not communication. "
+        "measured"
+        + (
+            f"; kept from the earlier run {floor['measured_from']['date_utc']}, "
+            f"`{floor['measured_from']['command']}`, which measured the layer as it was then"
+            if floor.get("measured_from")
+            else ""
+        )
+        + "). A measured overhead far above the floor is compute, not communication. "
         "= traced step: the all-reduced tensors counted while tracing the ResNet step equal "
         "the batch-norm ones plus one per gradient.",
         model_table,
