@@ -4,13 +4,15 @@ Reads whichever of these exist in `--results` (default `benchmark/results`):
 
 * `ssl_quality.json` (`benchmark/ssl_quality.py`): kNN accuracy with
   per-replica batch norm, synchronised batch norm and one device;
+* `ssl_small_batch.json` (`benchmark/ssl_small_batch.py`): the same at 2 and
+  4 images per replica, with a plot of the paired differences;
 * `sync_bn.json` and `sync_bn_gpu.json` (`benchmark/sync_bn.py`): collectives,
   step-time overhead, robustness, and whatever further sections that script
   wrote (its own `render_markdown` renders the tables);
 * `architectures.json` (`benchmark/architectures.py`): builder timings.
 
 and writes `REPORT.md` and PNG plots (`ssl_quality.png`, `sync_bn_overhead.png`,
-`sync_bn_gpu_overhead.png`) next to them. Every number in the report, the
+`sync_bn_bytes.png`, and their `_gpu` twins) next to them. Every number in the report, the
 conclusions included, is computed here from those files; none is typed by
 hand. The machine, date and command of each result come from the JSON.
 
@@ -50,6 +52,7 @@ SETTING_STYLE = {
 VARIANT_STYLE = {
     "keras": ("Keras BatchNormalization(synchronized=True)", "tab:orange", "o"),
     "ours": ("ours SyncBatchNormalization", "tab:blue", "s"),
+    "ours_gather": ('ours, exchange="gather"', "tab:purple", "D"),
     "ours_g2": ("ours, GroupSyncBatchNorm(2)", "tab:green", "^"),
 }
 
@@ -295,19 +298,92 @@ def baseline_sentence(report: dict[str, Any]) -> str:
     return text + "."
 
 
-def ssl_section(report: dict[str, Any], plot: Path, results_name: str) -> str:
+SSL_INTRO = (
+    "SimSiam, SimCLR and Barlow Twins trained self-supervised under (a) 4 replicas "
+    "with per-replica batch norm, (b) 4 replicas with synchronised batch norm and (c) "
+    "one device with the global batch; test kNN accuracy of the backbone's "
+    "embeddings.\n"
+)
+SMALL_BATCH_INTRO = (
+    "The regime where synchronised batch norm is used in practice (1-4 images per device, "
+    "as in detection and high-resolution training): SimSiam and SimCLR with 2 and 4 images "
+    "per replica (global batches of 8 and 16 over 4 replicas), under the same three "
+    "settings. A supervised metric loss (global vs per-replica mining) is not in this run: "
+    "it needs the metric losses, which are not in the package yet "
+    "(`benchmark/ssl_small_batch.py` says where it goes).\n"
+)
+
+
+def plot_paired_differences(report: dict[str, Any], path: Path) -> None:
+    """Per-seed paired differences to (c), mean ± std, one panel per algorithm."""
+    config = report["meta"]["config"]
+    algorithms = config["algorithms"]
+    batches = config["batch_sizes"]
+    summary = {(r["algorithm"], r["batch_per_replica"], r["setting"]): r for r in report["summary"]}
+    figure, axes = plt.subplots(
+        1, len(algorithms), figsize=(4.2 * len(algorithms), 3.6), sharey=True, squeeze=False
+    )
+    for axis, algorithm in zip(axes[0], algorithms, strict=True):
+        for offset, setting in zip((-0.04, 0.04), ("per_replica", "sync"), strict=True):
+            label, color, marker = SETTING_STYLE[setting]
+            rows = [summary.get((algorithm, b, setting)) for b in batches]
+            kept = [
+                (b, r)
+                for b, r in zip(batches, rows, strict=True)
+                if r and "diff_vs_single_mean" in r
+            ]
+            axis.errorbar(
+                [b * 2**offset for b, _ in kept],
+                [100 * r["diff_vs_single_mean"] for _, r in kept],
+                yerr=[100 * r["diff_vs_single_std"] for _, r in kept],
+                label=f"{label} - (c)",
+                color=color,
+                marker=marker,
+                capsize=4,
+                linewidth=1.5,
+            )
+        axis.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
+        axis.set_xscale("log", base=2)
+        axis.set_xlim(min(batches) / 1.6, max(batches) * 1.6)
+        axis.set_xticks(batches, [str(b) for b in batches])
+        axis.minorticks_off()
+        axis.set_xlabel("images per replica (global batch = 4x)")
+        axis.set_title(algorithm_label(algorithm))
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("kNN accuracy minus one device's (points)")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    n = max(r["n"] for r in report["summary"])
+    figure.suptitle(f"Paired differences to one device, mean ± std over {n} seed(s)", fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def ssl_section(
+    report: dict[str, Any],
+    plot: Path,
+    results_name: str,
+    title: str = "Representation quality: per-replica vs synchronised batch norm",
+    intro: str = SSL_INTRO,
+    paired_plot: Path | None = None,
+) -> str:
     meta = report["meta"]
+    figure_source = (
+        f"Figure: `{meta['command']}`, then `python benchmark/report.py` (from `{results_name}`).\n"
+    )
+    paired = (
+        []
+        if paired_plot is None
+        else [f"![Paired differences to one device]({paired_plot.name})\n", figure_source]
+    )
     return "\n".join(
         [
-            "## Representation quality: per-replica vs synchronised batch norm\n",
-            "SimSiam, SimCLR and Barlow Twins trained self-supervised under (a) 4 replicas "
-            "with per-replica batch norm, (b) 4 replicas with synchronised batch norm and (c) "
-            "one device with the global batch; test kNN accuracy of the backbone's "
-            "embeddings.\n",
+            f"## {title}\n",
+            intro,
             ssl_quality_tables.setup_markdown(report),
             f"![kNN accuracy vs per-replica batch]({plot.name})\n",
-            f"Figure: `{meta['command']}`, then `python benchmark/report.py` "
-            f"(from `{results_name}`).\n",
+            figure_source,
+            *paired,
             ssl_quality_tables.tables_markdown(report, level=3),
             "### Conclusion\n",
             ssl_conclusion(report),
@@ -329,8 +405,8 @@ def overhead_series(report: dict[str, Any]) -> dict[str, dict[str, list[tuple[in
     panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for row in report.get("step_time") or []:
         panel = panels.setdefault(f"{row['setting']} (small ResNet)", {})
-        for variant in ("keras", "ours"):
-            key = f"{variant}_over_plain"
+        for variant in ("keras", "ours", "ours_gather"):
+            key = "gather_over_plain" if variant == "ours_gather" else f"{variant}_over_plain"
             if row.get(key) is not None:
                 panel.setdefault(variant, []).append((row["replicas"], row[key]))
     for row in report.get("resnet_step_time") or []:
@@ -403,18 +479,78 @@ def overhead_conclusion(report: dict[str, Any]) -> str:
     )
 
 
-def sync_bn_section(report: dict[str, Any], plot: Path | None, results_name: str) -> str:
+def plot_batch_norm_bytes(report: dict[str, Any], path: Path) -> bool:
+    """Batch-norm bytes per step vs replicas (the floor's scaling model), next to the gradients.
+
+    Returns:
+        False when the report has no scaling model (nothing is drawn).
+    """
+    scaling = (report.get("floor") or {}).get("scaling")
+    if not scaling:
+        return False
+    rows = scaling["rows"]
+    replicas = [r["replicas"] for r in rows]
+    figure, axis = plt.subplots(figsize=(6.0, 3.8))
+    for variant in ("keras", "ours", "ours_gather"):
+        label, color, marker = VARIANT_STYLE[variant]
+        axis.plot(
+            replicas,
+            [r["batch_norm"][variant]["bytes"] / 1e6 for r in rows],
+            label=label,
+            color=color,
+            marker=marker,
+        )
+    axis.plot(
+        replicas,
+        [r["gradient_bytes"] / 1e6 for r in rows],
+        label="gradient all-reduce (float32)",
+        color="black",
+        linestyle="--",
+    )
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xticks(replicas, [str(r) for r in replicas])
+    axis.minorticks_off()
+    axis.set_xlabel("replicas")
+    axis.set_ylabel("MB per replica per step")
+    axis.set_title(
+        f"Batch-norm bytes per step, {scaling['model']}\n"
+        f"{scaling['batch_norm_channels']:,} BN channels, "
+        f"{scaling['trainable_parameters'] / 1e6:.1f} M parameters",
+        fontsize=9,
+    )
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def sync_bn_section(
+    report: dict[str, Any],
+    plot: Path | None,
+    results_name: str,
+    bytes_plot: Path | None = None,
+) -> str:
     meta = report["meta"]
     # Sections kept from earlier invocations were measured by other commands.
     kept = (meta.get("kept_sections") or {}).values()
     commands = list(dict.fromkeys([meta["command"], *(info["command"] for info in kept)]))
+    figure_source = (
+        f"Figure: {' and '.join(f'`{c}`' for c in commands)}, then `python benchmark/report.py`.\n"
+    )
     parts = [f"## Sync batch-norm cost (`{results_name}`)\n"]
     if plot is not None:
         parts += [
             f"![Step time relative to plain batch norm vs replicas]({plot.name})\n",
-            f"Figure: {' and '.join(f'`{c}`' for c in commands)}, then "
-            "`python benchmark/report.py`.\n",
+            figure_source,
             overhead_conclusion(report),
+        ]
+    if bytes_plot is not None:
+        parts += [
+            f"![Batch-norm bytes per step vs replicas]({bytes_plot.name})\n",
+            figure_source.replace("Figure:", "Figure (the analytic floor's scaling model):"),
         ]
     parts.append(render_tables("sync_bn", report, results_name, meta["command"]))
     return "\n".join(parts)
@@ -482,6 +618,7 @@ def build_report(results: Path, out: Path) -> str:
         name: data
         for name in (
             "ssl_quality.json",
+            "ssl_small_batch.json",
             "sync_bn.json",
             "sync_bn_gpu.json",
             "architectures.json",
@@ -505,11 +642,36 @@ def build_report(results: Path, out: Path) -> str:
         plot = out / "ssl_quality.png"
         plot_ssl_quality(sources["ssl_quality.json"], plot)
         parts.append(ssl_section(sources["ssl_quality.json"], plot, "ssl_quality.json"))
+    if "ssl_small_batch.json" in sources:
+        small = sources["ssl_small_batch.json"]
+        plot = out / "ssl_small_batch.png"
+        paired_plot = out / "ssl_small_batch_paired.png"
+        plot_ssl_quality(small, plot)
+        plot_paired_differences(small, paired_plot)
+        parts.append(
+            ssl_section(
+                small,
+                plot,
+                "ssl_small_batch.json",
+                title="Where sync batch norm should matter: 2 and 4 images per replica",
+                intro=SMALL_BATCH_INTRO,
+                paired_plot=paired_plot,
+            )
+        )
     for name in ("sync_bn.json", "sync_bn_gpu.json"):
         if name in sources:
             plot = out / name.replace(".json", "_overhead.png")
             drawn = plot_overhead(sources[name], plot)
-            parts.append(sync_bn_section(sources[name], plot if drawn else None, name))
+            bytes_plot = out / name.replace(".json", "_bytes.png")
+            bytes_drawn = plot_batch_norm_bytes(sources[name], bytes_plot)
+            parts.append(
+                sync_bn_section(
+                    sources[name],
+                    plot if drawn else None,
+                    name,
+                    bytes_plot if bytes_drawn else None,
+                )
+            )
     if "architectures.json" in sources:
         parts.append(architectures_section(sources["architectures.json"]))
     if "index.json" in sources:

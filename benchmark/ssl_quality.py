@@ -444,13 +444,17 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def metadata(
-    config: RunConfig, argv: Sequence[str], data: ImageData, reference: ContrastiveModel
+    config: RunConfig,
+    argv: Sequence[str],
+    data: ImageData,
+    reference: ContrastiveModel,
+    script: str = "ssl_quality",
 ) -> dict[str, Any]:
     backbone = reference.backbone
     return {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         # Relative to the repository root, however the script was invoked.
-        "command": " ".join(["python", "benchmark/ssl_quality.py", *argv[1:]]),
+        "command": " ".join(["python", f"benchmark/{script}.py", *argv[1:]]),
         "hardware": (
             f"{NUM_REPLICAS} logical CPU devices on {os.cpu_count()} CPU cores "
             f"({platform.processor() or platform.machine()})"
@@ -472,9 +476,23 @@ def metadata(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def main(
+    argv: Sequence[str] | None = None,
+    script: str = "ssl_quality",
+    forwarded: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Trains every cell and writes `<out>/<script>.md` and `<out>/<script>.json`.
+
+    Args:
+        argv: The command line, `sys.argv` by default; recorded as the command.
+        script: The benchmark script run by the user (`ssl_quality`, or
+            `ssl_small_batch`, which presets some options): names the files
+            and the recorded command.
+        forwarded: Options parsed before `argv[1:]` (the presets, which the
+            command line may override), not recorded in the command.
+    """
     argv = list(sys.argv if argv is None else argv)
-    args = parse_args(argv[1:])
+    args = parse_args([*forwarded, *argv[1:]])
     config = run_config(args)
     try:
         check_data_spec(config.data)
@@ -487,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except ValueError as error:
         raise SystemExit(str(error)) from None
     strategy = make_strategy(devices)
-    out = output_folder(args.out, config.quick, "ssl_quality")
+    out = output_folder(args.out, config.quick, script)
     started = time.perf_counter()
     log(
         f"{data.source}: {len(data.x_train)} train / {len(data.x_test)} test images; "
@@ -521,7 +539,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 ),
             }
         )
-    reference_meta = metadata(config, argv, data, references[config.algorithms[0], config.seeds[0]])
+    reference_meta = metadata(
+        config, argv, data, references[config.algorithms[0], config.seeds[0]], script
+    )
     out.mkdir(parents=True, exist_ok=True)
 
     def write(runs: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
@@ -535,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "runs": runs,
             "summary": summarise(runs),
         }
-        (out / "ssl_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out / f"{script}.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
 
     # Seed-major, with every trainer kept: a run stopped early still holds whole seeds
@@ -559,8 +579,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     markdown = render_markdown(report)
     print()
     print(markdown)
-    (out / "ssl_quality.md").write_text(markdown)
-    print(f"Wrote {out / 'ssl_quality.md'} and {out / 'ssl_quality.json'}")
+    (out / f"{script}.md").write_text(markdown)
+    print(f"Wrote {out / f'{script}.md'} and {out / f'{script}.json'}")
     return report
 
 

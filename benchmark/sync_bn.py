@@ -1,19 +1,24 @@
 """Benchmark of cross-replica batch normalisation: collectives, step time, robustness.
 
-Compares, side by side in one run, three batch-norm layers under
+Compares, side by side in one run, four batch-norm layers under
 `tf.distribute.MirroredStrategy`:
 
 * `plain`: `keras.layers.BatchNormalization()` (per-replica statistics),
 * `keras`: `keras.layers.BatchNormalization(synchronized=True)`,
-* `ours`: `tensorflow_similarity.layers.SyncBatchNormalization()`.
+* `ours`: `tensorflow_similarity.layers.SyncBatchNormalization()` (its
+  `exchange="auto"` is the constant-size "reduce" path on CPUs and GPUs),
+* `ours_gather`: `SyncBatchNormalization(exchange="gather")`, one row per
+  replica (the TPU path).
 
 It prints markdown tables and writes them, with the machine they were
 measured on, to `<out>/sync_bn.md` and `<out>/sync_bn.json`
 (`sync_bn_gpu.*` with `--device gpu`). Each section is a module of its own:
 
-1. `collectives` (`sync_bn_collectives.py`): collectives issued per batch-norm
-   layer per training step, counted from the traced graph and cross-checked
-   with a trace-time counter. Target: ours <= 2.
+1. `collectives` (`sync_bn_collectives.py`): collectives, bytes and other ops
+   per batch-norm layer per training step at 2, 4 and 8 replicas, counted
+   from the traced graph and cross-checked with a trace-time counter.
+   Targets: ours <= 2 collectives, forward bytes constant in the number of
+   replicas, fewer added ops than Keras'.
 2. `step_time` (`sync_bn_step_time.py`): training step time of a small
    ResNet-style model with 1, 2, 4, 8 replicas, as ratios to plain batch norm,
    latency-bound and compute-bound. Target: our overhead at most half of Keras'.
@@ -25,7 +30,11 @@ measured on, to `<out>/sync_bn.md` and `<out>/sync_bn.json`
    `MultiWorkerMirroredStrategy` processes on 127.0.0.1 (`sync_bn_worker.py`).
 6. `floor` (`sync_bn_floor.py`): the analytic floor, all-reduces and bytes per
    step of each synchronised batch norm against the optimizer's gradient
-   all-reduce, at the measured all-reduce latency and bandwidth of this host.
+   all-reduce, at the measured all-reduce latency and bandwidth of this host,
+   and a model of ResNet-50's batch-norm bytes per step from 2 to 256 replicas.
+
+A last table (`sync_bn_targets.py`) checks issue 16's targets against
+whatever sections the report holds.
 
 The replicas are logical devices carved out of one physical device (8 logical
 CPUs by default; `--device gpu` splits the first GPU into 8 logical GPUs), so
@@ -78,6 +87,7 @@ import sync_bn_multiworker  # noqa: E402
 import sync_bn_resnet  # noqa: E402
 import sync_bn_robustness  # noqa: E402
 import sync_bn_step_time  # noqa: E402
+import sync_bn_targets  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from benchmark_common import output_folder  # noqa: E402
 from sync_bn_common import (  # noqa: E402
@@ -217,7 +227,8 @@ def _base_run_config(args: argparse.Namespace) -> RunConfig:
             multiworker=dataclasses.replace(RESNET18, image_size=8, replica_counts=(2,)),
             multiworker_reps=2,
             multiworker_variants=("plain", "ours"),
-            floor_replicas=(2,),
+            # Two counts: the scaling model fits bytes per layer as linear in K.
+            floor_replicas=(2, 4),
         )
     return RunConfig(
         device=args.device,
@@ -292,6 +303,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for name, render in renderers.items():
         if report.get(SECTION_KEYS[name]):
             parts.append(render(report[SECTION_KEYS[name]]))
+    parts.append(sync_bn_targets.render(report))
     return "\n".join(parts)
 
 
@@ -326,8 +338,8 @@ def measure_sections(
     probe = strategies[config.probe_replicas]
     report: dict[str, Any] = {}
     if "collectives" in sections:
-        log(f"Collectives ({config.probe_replicas} replicas)...")
-        report["collectives"] = sync_bn_collectives.measure(probe)
+        log("Collectives, bytes and ops per layer...")
+        report["collectives"] = sync_bn_collectives.measure(strategies, config)
     if "step_time" in sections:
         log("Step times...")
         report["step_time"] = sync_bn_step_time.measure(strategies, config)
@@ -343,10 +355,12 @@ def measure_sections(
     if "floor" in sections:
         log("Analytic floor...")
         resnet_rows = report.get("resnet_step_time")
+        resnet_origin = None
         if resnet_rows is None:
             earlier = kept_from_earlier(out_json, config.device, sections).get("resnet")
             resnet_rows = earlier["data"] if earlier else []
-        report["floor"] = sync_bn_floor.measure(strategies, config, resnet_rows)
+            resnet_origin = earlier["origin"] if earlier else None
+        report["floor"] = sync_bn_floor.measure(strategies, config, resnet_rows, resnet_origin)
     return report
 
 
@@ -357,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     devices, description = configure_devices(args.device, args.gpu_memory_mb)
     sections = config.sections
     counts = [config.probe_replicas]
+    if "collectives" in sections:
+        counts += config.collective_replicas
     if "step_time" in sections:
         counts += config.replica_counts
     if "resnet" in sections:

@@ -29,12 +29,18 @@ from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
 NUM_LOGICAL_DEVICES = 8
 SECTIONS = ("collectives", "step_time", "robustness", "resnet", "multiworker", "floor")
-VARIANTS = ("plain", "keras", "ours")
+# `ours` is the default layer, whose `exchange="auto"` is the constant-size "reduce"
+# path on CPUs and GPUs; `ours_gather` forces the one-row-per-replica path (TPUs).
+VARIANTS = ("plain", "keras", "ours", "ours_gather")
 VARIANT_LABELS = {
     "plain": "plain `BatchNormalization`",
     "keras": "Keras `BatchNormalization(synchronized=True)`",
     "ours": "ours `SyncBatchNormalization`",
+    "ours_gather": 'ours, `exchange="gather"`',
 }
+# The synchronised variants, and the two paths of ours.
+SYNC_VARIANTS = VARIANTS[1:]
+OURS_PATHS = ("ours", "ours_gather")
 # The ResNet table adds ours with sync groups of two replicas.
 RESNET_VARIANTS = (*VARIANTS, "ours_g2")
 RESNET_VARIANT_LABELS = {**VARIANT_LABELS, "ours_g2": "ours, `group_size=2`"}
@@ -99,6 +105,13 @@ class RunConfig:
     multiworker_reps: int = 3
     multiworker_variants: tuple[str, ...] = VARIANTS
     floor_replicas: tuple[int, ...] = (2, 4, 8)
+    # Replica counts of the analytic scaling model (bytes only, nothing is run).
+    model_replicas: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256)
+
+    @property
+    def collective_replicas(self) -> tuple[int, ...]:
+        """Replica counts of the collectives section: the floor's and the probe's."""
+        return tuple(sorted({*self.floor_replicas, self.probe_replicas}))
 
 
 # --------------------------------------------------------------------------------------
@@ -179,6 +192,8 @@ def make_batch_norm(variant: str, **kwargs: Any) -> keras.layers.Layer:
         return keras.layers.BatchNormalization(synchronized=True, **kwargs)
     if variant == "ours":
         return SyncBatchNormalization(**kwargs)
+    if variant == "ours_gather":
+        return SyncBatchNormalization(exchange="gather", **kwargs)
     if variant == "ours_g2":
         return SyncBatchNormalization(group_size=2, **kwargs)
     raise ValueError(f"Unknown variant {variant!r}; expected one of {RESNET_VARIANTS}.")

@@ -155,6 +155,7 @@ def measure(
     strategies: dict[int, tf.distribute.MirroredStrategy],
     config: RunConfig,
     resnet_rows: Sequence[dict[str, Any]],
+    resnet_origin: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Collectives and bytes per step, sync batch norm vs gradient all-reduce, per model.
 
@@ -163,6 +164,7 @@ def measure(
         config: The run's configuration; its `resnets` are the models.
         resnet_rows: The ResNet section's rows, measured now or kept from an earlier run,
             for the measured overhead column (empty if there are none).
+        resnet_origin: Date and command of those rows when kept from an earlier run.
     """
     models = config.resnets
     structures = {}
@@ -226,6 +228,9 @@ def measure(
                     entry["measured_overhead_ms"] = (
                         resnet_row["median_ms"][variant] - resnet_row["median_ms"]["plain"]
                     )
+                    entry["measured_over_floor"] = entry["measured_overhead_ms"] / max(
+                        entry["floor_ms"], 1e-9
+                    )
                     traced = resnet_row["traced_all_reduces"][variant] / replicas
                     entry["traced_total_agrees"] = traced == all_reduces + gradient["tensors"]
                 variants[variant] = entry
@@ -243,7 +248,89 @@ def measure(
                     else resnet_row["median_ms"]["plain"],
                 }
             )
-    return {"probes": per_replica_count, "rows": rows}
+    log("  floor: scaling model of ResNet-50 (keras.applications) to 256 replicas...")
+    reference = model_structure(keras.applications.ResNet50(weights=None))
+    keras.backend.clear_session()
+    return {
+        "probes": per_replica_count,
+        "rows": rows,
+        "measured_from": resnet_origin,
+        "scaling": scaling_model(per_replica_count, reference, config.model_replicas),
+    }
+
+
+SCALING_VARIANTS = ("keras", "ours", "ours_gather")
+
+
+def scaling_model(
+    probes: Sequence[dict[str, Any]], structure: dict[str, Any], replica_counts: Sequence[int]
+) -> dict[str, Any]:
+    """Batch-norm all-reduces and bytes per replica per step of a model, extrapolated in K.
+
+    Each variant's traced bytes per layer, `per_channel * C + fixed` at each
+    probed replica count, are modelled as linear in the replica count `K`
+    (through the smallest and largest probe; `exact` says whether the probes in
+    between lie on the line), then summed over the model's batch-norm layers
+    for every count in `replica_counts`. The gradient all-reduce is 4 bytes
+    per trainable parameter whatever `K`.
+
+    Args:
+        probes: The floor's per-replica-count probes (at least two counts).
+        structure: `model_structure` of the model.
+        replica_counts: Replica counts to model.
+
+    Returns:
+        The model's structure, each variant's fit and a row per replica count.
+    """
+    counts = [p["replicas"] for p in probes]
+    fits = {}
+    for variant in SCALING_VARIANTS:
+        points = [(p["replicas"], p["per_layer"][variant]) for p in probes]
+        (k0, low), (k1, high) = points[0], points[-1]
+        fit = {"all_reduces": low["all_reduces"]}
+        for key in ("bytes_per_channel", "fixed_bytes"):
+            slope = (high[key] - low[key]) / (k1 - k0) if k1 != k0 else 0.0
+            fit[key] = {"per_replica": slope, "constant": low[key] - slope * k0}
+        fit["exact"] = (
+            len(points) > 1
+            and all(
+                abs(_fitted(fit, key, k) - layer[key]) < 1e-9
+                for k, layer in points
+                for key in ("bytes_per_channel", "fixed_bytes")
+            )
+            and all(layer["all_reduces"] == fit["all_reduces"] for _, layer in points)
+        )
+        fits[variant] = fit
+    gradient_bytes = 4 * structure["trainable_parameters"]
+    rows = []
+    for replicas in replica_counts:
+        variants = {}
+        for variant, fit in fits.items():
+            payload = (
+                _fitted(fit, "bytes_per_channel", replicas) * structure["batch_norm_channels"]
+                + _fitted(fit, "fixed_bytes", replicas) * structure["batch_norm_layers"]
+            )
+            variants[variant] = {
+                "all_reduces": fit["all_reduces"] * structure["batch_norm_layers"],
+                "bytes": payload,
+                "over_gradient": payload / gradient_bytes,
+            }
+        rows.append(
+            {"replicas": replicas, "gradient_bytes": gradient_bytes, "batch_norm": variants}
+        )
+    return {
+        "model": "ResNet-50 (keras.applications, 1000 classes)",
+        "probe_replicas": counts,
+        "batch_norm_layers": structure["batch_norm_layers"],
+        "batch_norm_channels": structure["batch_norm_channels"],
+        "trainable_parameters": structure["trainable_parameters"],
+        "fits": fits,
+        "rows": rows,
+    }
+
+
+def _fitted(fit: dict[str, Any], key: str, replicas: int) -> float:
+    return fit[key]["constant"] + fit[key]["per_replica"] * replicas
 
 
 def _probe_cells(probe: dict[str, Any]) -> list[Any]:
@@ -277,6 +364,7 @@ def _model_cells(row: dict[str, Any], variant: str, entry: dict[str, Any]) -> li
         f"{entry['bytes'] / 1e3:.1f}",
         fmt(entry["floor_ms"], 2),
         "-" if measured is None else fmt(measured, 1),
+        "-" if measured is None else fmt(entry["measured_over_floor"], 2),
         f"{grad['all_reduces']:g}",
         f"{grad['bytes'] / 1e6:.1f}",
         fmt(grad["floor_ms"], 1),
@@ -305,6 +393,7 @@ def render(floor: dict[str, Any]) -> str:
             "BN kB",
             "BN floor ms",
             "measured overhead ms",
+            "measured / floor",
             "gradient all-reduces",
             "gradient MB",
             "gradient floor ms",
@@ -331,8 +420,74 @@ def render(floor: dict[str, Any]) -> str:
         "all-reduces x latency + bytes / bandwidth, the time the collectives take if nothing "
         "else ran (batch-norm all-reduces are sequential along the network). Measured: the "
         "variant's step time minus plain's in the ResNet table (`-` when that row was not "
-        "measured). A measured overhead far above the floor is compute, not communication. "
+        "measured"
+        + (
+            f"; kept from the earlier run {floor['measured_from']['date_utc']}, "
+            f"`{floor['measured_from']['command']}`, which measured the layer as it was then"
+            if floor.get("measured_from")
+            else ""
+        )
+        + "). A measured overhead far above the floor is compute, not communication. "
         "= traced step: the all-reduced tensors counted while tracing the ResNet step equal "
         "the batch-norm ones plus one per gradient.",
         model_table,
+        *(scaling_blocks(floor["scaling"]) if floor.get("scaling") else []),
     )
+
+
+def scaling_blocks(scaling: dict[str, Any]) -> list[str]:
+    """The scaling model's paragraph, table and verdicts, for `render`."""
+    rows = scaling["rows"]
+    table = markdown_table(
+        [
+            "replicas",
+            *(f"{RESNET_VARIANT_LABELS[v]} MB" for v in SCALING_VARIANTS),
+            "gradient MB",
+            *(f"{RESNET_VARIANT_LABELS[v]} / gradient" for v in SCALING_VARIANTS),
+        ],
+        [
+            [
+                r["replicas"],
+                *(f"{r['batch_norm'][v]['bytes'] / 1e6:.2f}" for v in SCALING_VARIANTS),
+                f"{r['gradient_bytes'] / 1e6:.1f}",
+                *(f"{100 * r['batch_norm'][v]['over_gradient']:.1f}%" for v in SCALING_VARIANTS),
+            ]
+            for r in rows
+        ],
+    )
+    fits = scaling["fits"]
+    fit_text = "; ".join(
+        f"{RESNET_VARIANT_LABELS[v]}: ({fits[v]['bytes_per_channel']['constant']:g} + "
+        f"{fits[v]['bytes_per_channel']['per_replica']:g} K) B x C + "
+        f"({fits[v]['fixed_bytes']['constant']:g} + {fits[v]['fixed_bytes']['per_replica']:g} K)"
+        f" B, {fits[v]['all_reduces']} all-reduces"
+        + ("" if fits[v]["exact"] else " (**probes off the line**)")
+        for v in SCALING_VARIANTS
+    )
+    crossing = next(
+        (r["replicas"] for r in rows if r["batch_norm"]["ours_gather"]["over_gradient"] >= 1), None
+    )
+    ours = [r["batch_norm"]["ours"]["bytes"] for r in rows]
+    return [
+        f"### Batch-norm bytes per step from 2 to {rows[-1]['replicas']} replicas: "
+        f"{scaling['model']}",
+        f"{scaling['model']}: {scaling['batch_norm_layers']} batch-norm layers, "
+        f"{scaling['batch_norm_channels']:,} channels, "
+        f"{scaling['trainable_parameters'] / 1e6:.1f} M trainable parameters. "
+        "Bytes each replica sends per step (forward + backward), "
+        "from each layer's traced bytes at "
+        f"{', '.join(str(k) for k in scaling['probe_replicas'])} replicas, modelled as linear "
+        f"in the replica count K: {fit_text}. Gradient: one packed float32 all-reduce of every "
+        "parameter. A ring all-reduce moves about twice its payload per replica, whatever "
+        "the kind, so the ratios hold on the wire.",
+        table,
+        "Ours' batch-norm bytes per step are "
+        + (
+            "the same at every replica count"
+            if max(ours) == min(ours)
+            else f"from {min(ours) / 1e6:.2f} to {max(ours) / 1e6:.2f} MB"
+        )
+        + f" ({ours[0] / 1e6:.2f} MB, {100 * rows[0]['batch_norm']['ours']['over_gradient']:.1f}%"
+        " of the gradient all-reduce); the gather path's grow with K"
+        + (f" and exceed the gradient all-reduce from {crossing} replicas." if crossing else "."),
+    ]

@@ -37,6 +37,7 @@ from sync_bn_common import (
 from tensorflow_similarity.architectures import ResNet18Sim, ResNet50Sim
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.distribute.rebuild import all_layers
+from tensorflow_similarity.layers import SyncBatchNormalization
 
 
 def resnet_variants(replicas: int) -> tuple[str, ...]:
@@ -60,12 +61,34 @@ def keras_synchronized(model: keras.Model) -> keras.Model:
     return copy
 
 
+def gather_exchange(model: keras.Model) -> keras.Model:
+    """A copy of `model` whose `SyncBatchNormalization` layers use `exchange="gather"`."""
+
+    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
+        config = layer.get_config()
+        if type(layer) is SyncBatchNormalization:
+            return SyncBatchNormalization(**{**config, "exchange": "gather"})
+        return type(layer).from_config(config)
+
+    copy = keras.models.clone_model(model, clone_function=clone, recursive=True)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
 def build_resnet_variant(setting: ResNetSetting, variant: str) -> keras.Model:
     """The setting's backbone with the similarity head and the variant's batch norm."""
     builder = {"ResNet-18": ResNet18Sim, "ResNet-50": ResNet50Sim}[setting.name]
-    sync_bn = {"plain": False, "keras": False, "ours": True, "ours_g2": GroupSyncBatchNorm(2)}
+    sync_bn = {
+        "plain": False,
+        "keras": False,
+        "ours": True,
+        "ours_gather": True,
+        "ours_g2": GroupSyncBatchNorm(2),
+    }
     model = builder((setting.image_size, setting.image_size, 3), sync_bn=sync_bn[variant])
-    return keras_synchronized(model) if variant == "keras" else model
+    if variant == "keras":
+        return keras_synchronized(model)
+    return gather_exchange(model) if variant == "ours_gather" else model
 
 
 def model_structure(model: keras.Model) -> dict[str, Any]:

@@ -111,6 +111,7 @@ def measure(
             median = {variant: statistics.median(times[variant]) for variant in VARIANTS}
             ours_ratio = paired_ratio(times["ours"], times["plain"])
             keras_ratio = paired_ratio(times["keras"], times["plain"])
+            gather_ratio = paired_ratio(times["ours_gather"], times["plain"])
             rows.append(
                 {
                     "setting": setting.name,
@@ -123,6 +124,8 @@ def measure(
                     "ours_overhead": ours_ratio - 1.0,
                     "keras_overhead": keras_ratio - 1.0,
                     "overhead_ratio": overhead_ratio(ours_ratio - 1.0, keras_ratio - 1.0),
+                    "gather_over_plain": gather_ratio,
+                    "gather_overhead_ratio": overhead_ratio(gather_ratio - 1.0, keras_ratio - 1.0),
                     "times_ms": times,
                     "first_step_s": first_step_s,
                 }
@@ -143,6 +146,10 @@ def overhead_ratio(ours_overhead: float, keras_overhead: float) -> float | None:
     return ours_overhead / keras_overhead
 
 
+def optional(value: float | None, digits: int) -> str:
+    return "-" if value is None else fmt(value, digits)
+
+
 def render(rows: list[dict[str, Any]]) -> str:
     def heading(first: dict[str, Any]) -> str:
         return (
@@ -159,11 +166,14 @@ def render(rows: list[dict[str, Any]]) -> str:
             fmt(r["median_ms"]["plain"], 1),
             fmt(r["median_ms"]["keras"], 1),
             fmt(r["median_ms"]["ours"], 1),
+            # Rows measured before the gather path was timed lack its columns.
+            optional(r["median_ms"].get("ours_gather"), 1),
             fmt(r["keras_over_plain"], 3),
             fmt(r["ours_over_plain"], 3),
+            optional(r.get("gather_over_plain"), 3),
             "n/a" if ratio is None else fmt(ratio, 2),
             verdict,
-            " / ".join(fmt(r["first_step_s"][v], 1) for v in VARIANTS),
+            " / ".join(optional(r["first_step_s"].get(v), 1) for v in VARIANTS),
         ]
 
     header = [
@@ -171,17 +181,19 @@ def render(rows: list[dict[str, Any]]) -> str:
         "plain ms",
         "Keras-synced ms",
         "ours ms",
+        'ours `exchange="gather"` ms',
         "Keras / plain",
         "ours / plain",
+        "gather / plain",
         "ours overhead / Keras overhead",
         "target met",
-        "first step s (plain / Keras / ours)",
+        "first step s (plain / Keras / ours / gather)",
     ]
     ratios = [r["overhead_ratio"] for r in rows if r["overhead_ratio"] is not None]
     met = sum(ratio <= 0.5 for ratio in ratios)
     return markdown_section(
         "Training step time under MirroredStrategy",
-        "Median ms per step (forward, backward, SGD update) of a ResNet-style model, the three "
+        "Median ms per step (forward, backward, SGD update) of a ResNet-style model, the four "
         "variants with identical weights, interleaved within every repetition. Ratios to plain "
         "are medians of the per-repetition ratios; overhead = ratio - 1. Target: ours' "
         "overhead at most half of Keras' (overhead ratio <= 0.5); `n/a` where Keras' overhead "

@@ -29,11 +29,12 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "sync_bn.py"
-VARIANTS = ("plain", "keras", "ours")
+VARIANTS = ("plain", "keras", "ours", "ours_gather")
 LABELS = (
     "plain `BatchNormalization`",
     "Keras `BatchNormalization(synchronized=True)`",
     "ours `SyncBatchNormalization`",
+    'ours, `exchange="gather"`',
 )
 RATIOS = (0.0, 1e2, 1e3, 1e4)
 RESNET_VARIANTS = (*VARIANTS, "ours_g2")
@@ -125,6 +126,40 @@ def test_collectives_table_has_every_variant_and_counts_agree(quick_run):
     assert all(row[agree] == "yes" for row in table[1:])
 
 
+def test_collective_bytes_by_replica_count_follow_each_algorithm(quick_run):
+    """Bytes from the collective ops' shapes in the graph, per layer of C channels."""
+    report, markdown, _ = quick_run
+    rows = report["collectives"]
+    replicas = sorted({row["replicas"] for row in rows})
+    assert replicas == sorted({*report["meta"]["floor_replicas"], 2})
+    for row in rows:
+        k, forward, backward = row["replicas"], row["forward_bytes"], row["backward_bytes"]
+        if row["variant"] == "ours":
+            # One all-reduce of (count, sums, sums of squares) in float64 forward:
+            # 8 (2C + 1) bytes, whatever k; (d_mean, d_variance) in float32 backward.
+            assert forward == {"per_channel": 16, "fixed": 8}, row
+            assert backward == {"per_channel": 8, "fixed": 0}, row
+        elif row["variant"] == "ours_gather":
+            # A float32 row of 4C per replica, as a k-row zero-padded all-reduce.
+            assert forward == {"per_channel": 16 * k, "fixed": 0}, row
+            assert backward == {"per_channel": 8, "fixed": 0}, row
+        elif row["variant"] == "keras":
+            assert forward == {"per_channel": 12, "fixed": 0}, row
+            assert backward == {"per_channel": 8, "fixed": 0}, row
+        else:
+            assert forward == backward == {"per_channel": 0, "fixed": 0}, row
+    # Fewer non-collective ops per layer than Keras' synchronised batch norm, on both paths.
+    for k in replicas:
+        ops = {r["variant"]: r["extra_compute_ops_per_layer"] for r in rows if r["replicas"] == k}
+        assert ops["ours"] < ops["keras"] and ops["ours_gather"] < ops["keras"], ops
+    table = _table_rows(markdown, "Collective bytes per batch-norm layer")
+    body = [row for row in table if row[0] != "layer"]
+    assert len(body) == 3 * len(replicas)
+    assert "Target forward bytes per layer constant in the number of replicas (ours): **met**" in (
+        markdown
+    )
+
+
 def test_step_time_table_has_a_row_per_setting_and_replica_count(quick_run):
     report, markdown, _ = quick_run
     meta = report["meta"]
@@ -141,7 +176,7 @@ def test_step_time_table_has_a_row_per_setting_and_replica_count(quick_run):
     table = _table_rows(markdown, "Training step time")
     body = [row for row in table if row[0] != "replicas"]
     assert len(body) == len(expected)
-    assert all(len(row) == 9 for row in body)
+    assert all(len(row) == 11 for row in body)
     for setting in meta["settings"]:
         assert f"### {setting['name']}" in markdown
 
@@ -152,9 +187,10 @@ def test_robustness_table_has_every_ratio_and_ours_is_accurate(quick_run):
     assert [row["mean_over_std"] for row in rows] == list(RATIOS)
     for row in rows:
         errors = row["relative_error"]
-        assert set(errors) == {"keras", "ours", "single_device"}
+        assert set(errors) == {"keras", "ours", "ours_gather", "single_device"}
         # Against a float64 NumPy variance of the same data.
         assert errors["ours"] < 1e-3, row
+        assert errors["ours_gather"] < 1e-3, row
     table = _table_rows(markdown, "Variance relative error")
     assert [row[0] for row in table[1:]] == ["0", "100", "1000", "10000"]
 
@@ -196,6 +232,7 @@ def test_resnet_table_has_every_replica_count_and_variant(quick_run):
             assert traced["ours"] == traced["plain"]
         else:
             assert traced["ours"] == traced["plain"] + k * 2 * row["batch_norm_layers"]
+            assert traced["ours_gather"] == traced["ours"]
 
     assert "## ResNet step time and throughput (logical CPUs)" in markdown
     table = _table_rows(markdown, "ResNet step time")
@@ -232,11 +269,15 @@ def test_floor_counts_match_the_layers_algorithms(quick_run):
         assert layer["keras"]["all_reduces"] == 5
         assert layer["keras"]["bytes_per_channel"] == 5 * 4
         assert layer["keras"]["fixed_bytes"] == 0
-        # Ours: one gather of every replica's packed per-channel row (R floats per channel)
-        # forward, one sum of (d_mean, d_variance) backward.
+        # Ours: one float64 sum of (count, sums, sums of squares) forward, 8 (2C + 1) bytes,
+        # one float32 sum of (d_mean, d_variance) backward, 8C bytes.
         assert layer["ours"]["all_reduces"] == 2
-        row_floats = (layer["ours"]["bytes_per_channel"] / 4 - 2) / k
-        assert row_floats in (3, 4), layer["ours"]
+        assert layer["ours"]["bytes_per_channel"] == 24 and layer["ours"]["fixed_bytes"] == 8
+        # Gather path: every replica's packed per-channel row (4 floats per channel)
+        # forward, the same backward.
+        assert layer["ours_gather"]["all_reduces"] == 2
+        row_floats = (layer["ours_gather"]["bytes_per_channel"] / 4 - 2) / k
+        assert row_floats == 4, layer["ours_gather"]
         # Keras hands every gradient to one all-reduce call, which the strategy packs.
         assert probe["gradient_rule"]["tensors_per_variable"] == 1
         assert probe["gradient_rule"]["bytes_per_parameter"] == 4
@@ -254,10 +295,47 @@ def test_floor_counts_match_the_layers_algorithms(quick_run):
         for variant, entry in row["batch_norm"].items():
             per_layer = probes[row["replicas"]]["per_layer"][variant]
             assert entry["all_reduces"] == per_layer["all_reduces"] * row["batch_norm_layers"]
-            assert entry["bytes"] == per_layer["bytes_per_channel"] * row["batch_norm_channels"]
+            assert entry["bytes"] == (
+                per_layer["bytes_per_channel"] * row["batch_norm_channels"]
+                + per_layer["fixed_bytes"] * row["batch_norm_layers"]
+            )
             assert entry["traced_total_agrees"] in (None, True), (row["model"], variant)
     table = _table_rows(markdown, "Analytic floor")
     assert any(r[0] == "ResNet-18" for r in table)
+
+
+def test_scaling_model_extends_the_traced_bytes_to_256_replicas(quick_run):
+    report, markdown, _ = quick_run
+    scaling = report["floor"]["scaling"]
+    # keras.applications.ResNet50: 53 batch norms over 26,560 channels, 25.6 M parameters.
+    assert scaling["batch_norm_layers"] == 53
+    assert scaling["batch_norm_channels"] == 26_560
+    assert 25.5e6 < scaling["trainable_parameters"] < 25.7e6
+    rows = scaling["rows"]
+    assert [r["replicas"] for r in rows] == [2, 4, 8, 16, 32, 64, 128, 256]
+    channels, layers = scaling["batch_norm_channels"], scaling["batch_norm_layers"]
+    for fit in scaling["fits"].values():
+        assert fit["exact"]
+    for row in rows:
+        k, bn = row["replicas"], row["batch_norm"]
+        assert row["gradient_bytes"] == 4 * scaling["trainable_parameters"]
+        assert bn["ours"]["bytes"] == pytest.approx(24 * channels + 8 * layers)
+        assert bn["ours_gather"]["bytes"] == pytest.approx((16 * k + 8) * channels)
+        assert bn["keras"]["bytes"] == pytest.approx(20 * channels)
+        assert bn["ours"]["all_reduces"] == 2 * layers and bn["keras"]["all_reduces"] == 5 * layers
+        for entry in bn.values():
+            assert entry["over_gradient"] == pytest.approx(entry["bytes"] / row["gradient_bytes"])
+    assert "### Batch-norm bytes per step from 2 to 256 replicas" in markdown
+
+
+def test_targets_table_names_every_target(quick_run):
+    _, markdown, _ = quick_run
+    table = _table_rows(markdown, "Targets")
+    targets = [row[0] for row in table[1:]]
+    assert targets[0].startswith("forward bytes per layer constant")
+    assert targets[1].startswith("added ops per layer")
+    assert table[1][-1] == "**met**" and table[2][-1] == "**met**"
+    assert any("first step" in t for t in targets)
 
 
 def test_sections_flag_keeps_earlier_tables(quick_run, tmp_path):

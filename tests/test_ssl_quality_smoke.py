@@ -213,3 +213,59 @@ def test_quick_run_writes_tables_and_json(tmp_path):
     built = load_benchmark("report").main(["--results", str(out)])
     assert (out / "ssl_quality.png").exists()
     assert "### Conclusion" in built.read_text()
+
+
+def test_report_adds_the_small_batch_section_and_its_paired_plot(tmp_path):
+    report = load_benchmark("report")
+    small = fake_ssl_report()
+    small["meta"]["command"] = "python benchmark/ssl_small_batch.py"
+    (tmp_path / "ssl_small_batch.json").write_text(json.dumps(small))
+    text = report.main(["--results", str(tmp_path)]).read_text()
+    assert "## Where sync batch norm should matter: 2 and 4 images per replica" in text
+    assert "supervised metric loss" in text and "not in this run" in text
+    for name in ("ssl_small_batch.png", "ssl_small_batch_paired.png"):
+        assert (tmp_path / name).stat().st_size > 0
+        assert f"]({name})" in text
+    # The paired difference (a) - (c) of the fake results: -10 points on every seed.
+    assert "-10.0 ± 0.0" in text
+
+
+def test_small_batch_presets_leave_the_command_line_the_last_word():
+    small = load_benchmark("ssl_small_batch")
+    ssl_quality = load_benchmark("ssl_quality")
+    args = ssl_quality.parse_args([*small.presets([]), "--seeds", "5"])
+    assert args.batch_sizes == [2, 4] and args.algorithms == ["simsiam", "simclr"]
+    assert args.epochs == small.EPOCHS and args.seeds == 5
+    args = ssl_quality.parse_args([*small.presets(["--epochs", "1"]), "--epochs", "1"])
+    assert args.epochs == 1
+    # A quick run keeps ssl_quality.py's quick algorithm and epochs.
+    quick = ssl_quality.run_config(ssl_quality.parse_args([*small.presets(["--quick"]), "--quick"]))
+    assert quick.batch_sizes == (2, 4) and quick.algorithms == ("simclr",) and quick.epochs == 1
+
+
+@pytest.mark.slow
+def test_small_batch_quick_run_writes_its_own_files(tmp_path):
+    before = results_snapshot()
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARK / "ssl_small_batch.py"), "--quick"],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert results_snapshot() == before
+    out = quick_output_folder(result.stdout)
+    assert out.parent == tmp_path and out.name.startswith("ssl_small_batch_quick_")
+    assert {p.name for p in out.iterdir()} == {"ssl_small_batch.json", "ssl_small_batch.md"}
+    report = json.loads((out / "ssl_small_batch.json").read_text())
+    assert report["meta"]["command"] == "python benchmark/ssl_small_batch.py --quick"
+    assert report["meta"]["config"]["batch_sizes"] == [2, 4]
+    assert {(r["batch_per_replica"], r["global_batch"]) for r in report["runs"]} == {
+        (2, 8),
+        (4, 16),
+    }
+    assert {r["setting"] for r in report["runs"]} == {"per_replica", "sync", "single"}
+    built = load_benchmark("report").main(["--results", str(out)]).read_text()
+    assert "ssl_small_batch_paired.png" in built

@@ -191,23 +191,27 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         if exchange == "auto":
             on_tpu = isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
             exchange = "gather" if on_tpu else "reduce"
-        # The mirrored moving mean is the same on every replica (each assigns the same
-        # value), so it is a shift they share without communicating.
-        reference = ops.stop_gradient(ops.cast(self.moving_mean, x.dtype))
-        mean, variance, count, mean_update, variance_update = cross_replica_moments(
-            x, axis, weights, ctx, group_size, exchange=exchange, reference=reference
+        # Read once: the moving mean is both the shift of the "reduce" exchange (the
+        # mirrored variable is the same on every replica, a shift they share without
+        # communicating) and the start of the moving-average update.
+        old_mean = ops.cast(self.moving_mean, x.dtype)
+        old_variance = ops.cast(self.moving_variance, x.dtype)
+        mean, variance, mean_update, variance_update, seen = cross_replica_moments(
+            x, axis, weights, ctx, group_size, exchange=exchange, reference=old_mean
         )
 
         # Every replica assigns the same value, so mirrored statistics stay identical;
-        # an empty global batch leaves them unchanged.
-        seen = ops.stop_gradient(ops.any(count > 0))
-        for stat, batch_value in (
-            (self.moving_mean, mean_update),
-            (self.moving_variance, variance_update),
+        # an empty global batch (keep 1, rate 0) leaves them unchanged. The update is
+        # Keras' `old * momentum + new * (1 - momentum)`: `old + (new - old) * rate`
+        # would cancel when a small variance replaces a large one.
+        seen = seen > 0
+        keep = tf.where(seen, tf.constant(self.momentum, x.dtype), tf.constant(1.0, x.dtype))
+        rate = tf.where(seen, tf.constant(1.0 - self.momentum, x.dtype), tf.constant(0.0, x.dtype))
+        for stat, old, batch_value in (
+            (self.moving_mean, old_mean, mean_update),
+            (self.moving_variance, old_variance, variance_update),
         ):
-            old = ops.cast(stat, x.dtype)
-            new = old * self.momentum + ops.stop_gradient(batch_value) * (1.0 - self.momentum)
-            stat.assign(ops.cast(ops.where(seen, new, old), stat.dtype))
+            stat.assign(ops.cast(old * keep + batch_value * rate, stat.dtype))
 
         outputs = ops.batch_normalization(
             x,
@@ -242,27 +246,33 @@ def cross_replica_moments(
 
     Forward, in one pass over `x`: every replica shifts its data by a value of its
     own (its first position per channel; its masked mean under a mask) and
-    computes, per channel, its count `n_i`, shift `s_i`, mean offset
-    `d_i = mean(x - s_i)` and centred sum of squares `M2_i`: no `E[x^2] - E[x]^2`
+    computes, per channel, its count `n_i`, shift `s_i` and the sums
+    `S1_i = sum(x - s_i)` and `S2_i = sum((x - s_i)^2)`: no `E[x^2] - E[x]^2`
     cancellation, whatever `|mean| / std`. One collective then merges them:
 
-    * `"reduce"`: each replica re-centres its statistics on `reference`, a
-      shift every replica holds (the mirrored moving mean): `o_i = (s_i - r) +
-      d_i` and `M2_i + n_i o_i^2`, in float64, and one all-reduce sums
-      `(n_i, n_i o_i, M2_i + n_i o_i^2)`: `2 C + 1` float64 values (`3 C` under
-      a mask) whatever the number of replicas. Then `mean = r + S1 / N` and
-      `M2 = S2 - S1^2 / N`, whose float64 cancellation costs a relative
+    * `"reduce"`: each replica re-centres its sums on `reference`, a shift
+      every replica holds (the mirrored moving mean), in float64:
+      with `o_i = s_i - r`, `T1_i = S1_i + n_i o_i` and `T2_i = S2_i +
+      o_i (S1_i + T1_i)` are the sums of `x - r` and `(x - r)^2`. One
+      all-reduce sums `(n_i, T1_i, T2_i)`: `2 C + 1` float64 values (`3 C` under
+      a mask) whatever the number of replicas. Then `mean = r + T1 / N` and
+      `M2 = T2 - T1^2 / N`, whose float64 cancellation costs a relative
       variance error of about `1e-16 (|mean - r| / std)^2` (1e-8 at 1e4).
       Groups are summed in one slot each (`collectives.sum_by_group`).
-    * `"gather"`: the rows `(n_i, s_i, d_i, M2_i)` of all replicas are gathered
-      in float32 (`4 C K` values) and each group is merged with Chan's formula
-      around the count-weighted mean of its shifts (`_chan_merge`); for
+    * `"gather"`: the rows `(n_i, s_i, S1_i / n_i, M2_i)` of all replicas are
+      gathered in float32 (`4 C K` values) and each group is merged with Chan's
+      formula around the count-weighted mean of its shifts (`_chan_merge`); for
       devices whose collectives have no float64 (TPUs).
 
     Backward: the gradients reaching the mean and variance come from every
     replica's loss, so they are summed over the group with one all-reduce of
     the packed `(d_mean, d_variance)`, then `dx = w (d_mean + 2 d_variance
     (x - mean)) / N`, as on a single device.
+
+    Every op here is paid again at each trace and graph optimisation, on every
+    replica and layer, so the common case (one group, no mask, static shapes)
+    takes the shortest path: counts known at trace time, no reshape for
+    channels-last, no per-group slots.
 
     Args:
         x: Input, float32 or float64.
@@ -275,86 +285,107 @@ def cross_replica_moments(
             `"reduce"`.
 
     Returns:
-        `(mean, variance, count, moving_mean_update, moving_variance_update)`,
-        each of shape `[channels]`. The first three are the caller's group
-        statistics and the number of positions behind them. The last two are
-        what the moving averages should absorb, the same on every replica so
-        that mirrored moving statistics never diverge: the mean, over groups
-        that saw data, of the group statistics (the group's own when all
-        replicas form one group).
+        `(mean, variance, moving_mean_update, moving_variance_update, seen)`.
+        The first two, `[channels]`, are the caller's group statistics. The next
+        two are what the moving averages should absorb, the same on every
+        replica so that mirrored moving statistics never diverge: the mean,
+        over groups that saw data, of the group statistics (the group's own
+        when all replicas form one group). `seen`, of shape `[1]` or
+        `[channels]`, is positive where some replica of some group saw data,
+        also the same on every replica.
     """
     ndim = len(x.shape)
     reduction_axes = [i for i in range(ndim) if i != axis]
-    broadcast_shape = [1] * ndim
-    broadcast_shape[axis] = -1
+    channels = x.shape[axis]
     num_groups = ctx.num_replicas_in_sync // group_size
-    group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
+    wide = tf.float64 if exchange == "reduce" else x.dtype
 
+    def per_channel(vector):
+        """A `[channels]` vector, broadcastable against `x`."""
+        if axis == ndim - 1:
+            return vector
+        return tf.reshape(vector, [-1 if i == axis else 1 for i in range(ndim)])
+
+    positions = x.shape.num_elements()
     if weights is None:
-        local_count = tf.cast(tf.size(x), x.dtype) / tf.cast(tf.shape(x)[axis], x.dtype)
-        local_count = tf.fill(tf.shape(x)[axis : axis + 1], local_count)
+        # Counted at trace time when the shape is static (the usual case in a
+        # traced step); one count per replica, not per channel.
+        if positions is not None:
+            local_count = tf.constant([positions // channels], wide)
+        else:
+            local_count = tf.reshape(tf.cast(tf.size(x), wide) / channels, [1])
     else:
-        local_count = tf.reduce_sum(weights, axis=reduction_axes)
+        local_count = tf.cast(tf.reduce_sum(weights, axis=reduction_axes), wide)
 
-    def merge(shift, offset, local_m2):
-        """All groups' `(count, mean, variance)`, `[num_groups, C]` each."""
-        if exchange == "gather":
-            row = tf.concat([local_count, shift, offset, local_m2], 0)
-            rows = tf.reshape(collectives.gather_rows(ctx, row), [num_groups, group_size, 4, -1])
-            return _chan_merge(*tf.unstack(rows, axis=2), axis=1)
-        wide = tf.float64
-        counts = tf.cast(local_count, wide)
-        offsets = (tf.cast(shift, wide) - tf.cast(reference, wide)) + tf.cast(offset, wide)
-        # Without a mask every channel has the replica's count: send it once.
-        sent_counts = counts if weights is not None else counts[:1]
-        packed = tf.concat(
-            [sent_counts, counts * offsets, tf.cast(local_m2, wide) + counts * offsets**2], 0
-        )
-        sums = collectives.sum_by_group(ctx, packed, group_size)
-        channels = tf.shape(offsets)[0]
-        count = sums[:, : tf.shape(sent_counts)[0]] * tf.ones([1, channels], wide)
-        first, second = tf.split(sums[:, tf.shape(sent_counts)[0] :], 2, axis=1)
+    def local_sums(x):
+        """`(shift, S1, S2)` of this replica, `[channels]` each."""
+        if weights is None and positions:
+            # A static, non-empty replica: its first position of each channel.
+            shift = x[tuple(slice(None) if i == axis else 0 for i in range(ndim))]
+            centred = x - per_channel(shift)
+        elif weights is None:
+            # The first position of each channel, kept broadcastable; summed to a
+            # vector so that an empty replica has shift 0 (and sums 0).
+            first = x[tuple(slice(None) if i == axis else slice(0, 1) for i in range(ndim))]
+            shift = tf.reduce_sum(first, axis=reduction_axes)
+            centred = x - first
+        else:
+            # Masked positions may hold padding far from the data: shift by the masked mean.
+            count = tf.cast(local_count, x.dtype)
+            shift = tf.math.divide_no_nan(tf.reduce_sum(x * weights, axis=reduction_axes), count)
+            centred = (x - per_channel(shift)) * weights
+        first_sum = tf.reduce_sum(centred, axis=reduction_axes)
+        second_sum = tf.reduce_sum(tf.square(centred), axis=reduction_axes)
+        return shift, first_sum, second_sum
+
+    def reduce_merge(shift, first_sum, second_sum):
+        """Group `(count, mean, variance)`, `[channels]` (or `[groups, channels]`)."""
+        shared = tf.cast(reference, wide)
+        offset = tf.cast(shift, wide) - shared
+        first_sum = tf.cast(first_sum, wide)
+        first = first_sum + local_count * offset
+        second = tf.cast(second_sum, wide) + offset * (first_sum + first)
+        packed = tf.concat([local_count, first, second], 0)
+        if num_groups == 1:
+            sums = ctx.all_reduce(tf.distribute.ReduceOp.SUM, packed)
+        else:
+            sums = collectives.sum_by_group(ctx, packed, group_size)
+        count, first, second = tf.split(sums, [local_count.shape[0], channels, channels], -1)
         mean_offset = tf.math.divide_no_nan(first, count)
         m2 = tf.maximum(second - first * mean_offset, 0.0)
-        mean = tf.cast(reference, wide) + mean_offset
+        mean = shared + mean_offset
         variance = tf.math.divide_no_nan(m2, count)
         return tuple(tf.cast(t, x.dtype) for t in (count, mean, variance))
 
+    def gather_merge(shift, first_sum, second_sum):
+        """Group `(count, mean, variance)`, `[channels]` (or `[groups, channels]`)."""
+        count = local_count * tf.ones([channels], x.dtype)
+        offset = tf.math.divide_no_nan(first_sum, count)
+        m2 = tf.maximum(second_sum - first_sum * offset, 0.0)
+        row = tf.concat([count, shift, offset, m2], 0)
+        shape = [group_size, 4, channels] if num_groups == 1 else [num_groups, group_size, 4, -1]
+        rows = tf.reshape(collectives.gather_rows(ctx, row), shape)
+        return _chan_merge(*tf.unstack(rows, axis=-2), axis=-2)
+
+    merge = reduce_merge if exchange == "reduce" else gather_merge
+
     @tf.custom_gradient
     def moments(x):
-        if weights is None:
-            # The first position of each channel (zero on an empty replica).
-            first = tuple(slice(None) if i == axis else slice(0, 1) for i in range(ndim))
-            shift = tf.reduce_sum(x[first], axis=reduction_axes)
-        else:
-            # Masked positions may hold padding far from the data: shift by the masked mean.
-            shift = tf.math.divide_no_nan(
-                tf.reduce_sum(x * weights, axis=reduction_axes), local_count
-            )
-        centred = x - tf.reshape(shift, broadcast_shape)
-        if weights is not None:
-            centred = centred * weights
-        shifted_sum = tf.reduce_sum(centred, axis=reduction_axes)
-        shifted_squares = tf.reduce_sum(tf.square(centred), axis=reduction_axes)
-        offset = tf.math.divide_no_nan(shifted_sum, local_count)
-        local_m2 = tf.maximum(shifted_squares - shifted_sum * offset, 0.0)
-
-        group_counts, group_means, group_variances = merge(shift, offset, local_m2)
+        group_count, group_mean, group_variance = merge(*local_sums(x))
         if num_groups == 1:
-            count, mean, variance = group_counts[0], group_means[0], group_variances[0]
+            count, mean, variance = group_count, group_mean, group_variance
             # One group: the moving statistics absorb its statistics.
-            moving_mean_update, moving_variance_update = mean, variance
+            mean_update, variance_update, seen = mean, variance, count
         else:
-            count = tf.gather(group_counts, group_id)
-            mean = tf.gather(group_means, group_id)
-            variance = tf.gather(group_variances, group_id)
-            seen = tf.cast(group_counts > 0, x.dtype)
-            groups_seen = tf.reduce_sum(seen, axis=0)
-            moving_mean_update = tf.math.divide_no_nan(
-                tf.reduce_sum(seen * group_means, 0), groups_seen
-            )
-            moving_variance_update = tf.math.divide_no_nan(
-                tf.reduce_sum(seen * group_variances, 0), groups_seen
+            group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
+            count = tf.gather(group_count, group_id)
+            mean = tf.gather(group_mean, group_id)
+            variance = tf.gather(group_variance, group_id)
+            saw_data = tf.cast(group_count > 0, x.dtype)
+            seen = tf.reduce_sum(saw_data, axis=0)
+            mean_update = tf.math.divide_no_nan(tf.reduce_sum(saw_data * group_mean, 0), seen)
+            variance_update = tf.math.divide_no_nan(
+                tf.reduce_sum(saw_data * group_variance, 0), seen
             )
 
         def grad(d_mean, d_variance, *unused):
@@ -362,16 +393,18 @@ def cross_replica_moments(
             d_mean = tf.zeros_like(mean) if d_mean is None else d_mean
             d_variance = tf.zeros_like(variance) if d_variance is None else d_variance
             packed = collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size)
-            d_mean, d_variance = tf.split(packed, 2)
             # dx = (d_mean + 2 d_variance (x - mean)) / N, as one multiply-add per element.
-            inv_count = tf.math.divide_no_nan(tf.ones_like(count), count)
-            scale = 2.0 * d_variance * inv_count
-            offset = (d_mean - 2.0 * d_variance * mean) * inv_count
-            dx = x * tf.reshape(scale, broadcast_shape) + tf.reshape(offset, broadcast_shape)
+            inv_count = tf.math.reciprocal_no_nan(count)
+            if count.shape[0] == 1:
+                d_mean, d_variance = tf.split(packed * inv_count, 2)
+            else:
+                d_mean, d_variance = (part * inv_count for part in tf.split(packed, 2))
+            scale = 2.0 * d_variance
+            offset = d_mean - scale * mean
+            dx = x * per_channel(scale) + per_channel(offset)
             return dx if weights is None else dx * weights
 
-        outputs = (mean, variance, count, moving_mean_update, moving_variance_update)
-        return outputs, grad
+        return (mean, variance, mean_update, variance_update, seen), grad
 
     return moments(x)
 

@@ -69,8 +69,12 @@ def split(array, sizes):
     return np.split(array, np.cumsum(sizes)[:-1])
 
 
-def distributed_step(layer, strategy, xs, upstreams, masks=None):
-    """Runs the same step on each replica with its own slice; returns concatenated results."""
+def distributed_step(layer, strategy, xs, upstreams, masks=None, unknown_batch=False):
+    """Runs the same step on each replica with its own slice; returns concatenated results.
+
+    With `unknown_batch`, the layer sees a batch dimension unknown at trace time
+    (as in `fit` on a dataset with a partial last batch), not the static one.
+    """
 
     def per_replica(values):
         return strategy.experimental_distribute_values_from_function(
@@ -84,7 +88,10 @@ def distributed_step(layer, strategy, xs, upstreams, masks=None):
     def step(x, upstream, mask=None):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = layer(x, training=True, mask=mask)
+            inputs = x
+            if unknown_batch:
+                inputs = tf.compat.v1.placeholder_with_default(x, [None, *x.shape[1:]])
+            y = layer(inputs, training=True, mask=mask)
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
         return y, tape.gradient(loss, [x, *affine_params(layer)])
 
@@ -177,10 +184,15 @@ def test_parity_without_center_or_scale(center, scale, exchange):
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("ratio", [0.0, 1e2, 1e3, 1e4])
 def test_variance_is_robust_to_large_means(ratio, exchange):
-    """Relative error of the batch variance against float64 stays below 1e-3."""
+    """Relative error of the batch variance against float64 stays below 1e-3.
+
+    The standard deviations span four decades, so the moving variance (1 at
+    the start) is replaced by values 1e4 times smaller or larger: the update
+    itself must not cancel.
+    """
     num_replicas, per_replica, channels = 4, 16, 8
     rng = np.random.default_rng(3)
-    std = rng.uniform(0.5, 2.0, channels)
+    std = rng.permutation(np.logspace(-2, 2, channels))
     x = (ratio * std + std * rng.normal(size=(num_replicas * per_replica, 7, channels))).astype(
         "float32"
     )
@@ -208,6 +220,23 @@ def test_unequal_and_empty_replica_batches(exchange):
     sync = build_sync(x.shape, values, strategy, momentum=0.6, exchange=exchange)
     y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
     assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+
+
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_unknown_batch_dimension_counts_at_run_time(exchange):
+    """Static shapes are counted at trace time; an unknown batch is counted when run."""
+    sizes = [3, 0, 2, 5]
+    rng = np.random.default_rng(14)
+    x = rng.normal(-2.0, 0.5, size=(sum(sizes), 3, 4)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.4)
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+    strategy = mirrored_strategy(4)
+    sync = build_sync(x.shape, values, strategy, momentum=0.4, exchange=exchange)
+    y, grads, _ = distributed_step(
+        sync, strategy, split(x, sizes), split(upstream, sizes), unknown_batch=True
+    )
     assert_parity(sync, ref, y, grads, y_ref, grads_ref)
 
 
