@@ -561,24 +561,23 @@ def sync_bn_section(
 # --------------------------------------------------------------------------------------
 
 
-def architectures_section(report: dict[str, Any]) -> str:
-    command = "python benchmark/architectures.py" + (" --quick" if report.get("quick") else "")
-    return "\n".join(
-        [
-            "## Architecture builders (`architectures.json`)\n",
-            f"Command: `{command}`.\n",
-            render_tables("architectures", report, "architectures.json", command),
-        ]
-    )
+# Results rendered by their own script's `render_markdown`: file -> (script, section title).
+SCRIPT_SECTIONS = {
+    "architectures.json": ("architectures", "Architecture builders"),
+    "index.json": ("index", "Search backends"),
+    "metric_losses.json": ("metric_losses", "Metric losses: global vs per-replica mining"),
+}
 
 
-def index_section(report: dict[str, Any]) -> str:
-    command = "python benchmark/index.py" + (" --quick" if report.get("quick") else "")
+def script_section(results_name: str, report: dict[str, Any]) -> str:
+    """The section of a results file whose script renders its own tables."""
+    script, title = SCRIPT_SECTIONS[results_name]
+    command = f"python benchmark/{script}.py" + (" --quick" if report.get("quick") else "")
     return "\n".join(
         [
-            "## Search backends (`index.json`)\n",
+            f"## {title} (`{results_name}`)\n",
             f"Command: `{command}`.\n",
-            render_tables("index", report, "index.json", command),
+            render_tables(script, report, results_name, command),
         ]
     )
 
@@ -621,8 +620,7 @@ def build_report(results: Path, out: Path) -> str:
             "ssl_small_batch.json",
             "sync_bn.json",
             "sync_bn_gpu.json",
-            "architectures.json",
-            "index.json",
+            *SCRIPT_SECTIONS,
         )
         if (data := load_json(results / name)) is not None
     }
@@ -672,10 +670,7 @@ def build_report(results: Path, out: Path) -> str:
                     bytes_plot if bytes_drawn else None,
                 )
             )
-    if "architectures.json" in sources:
-        parts.append(architectures_section(sources["architectures.json"]))
-    if "index.json" in sources:
-        parts.append(index_section(sources["index.json"]))
+    parts += [script_section(name, sources[name]) for name in SCRIPT_SECTIONS if name in sources]
     return "\n".join(parts)
 
 

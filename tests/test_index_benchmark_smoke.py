@@ -57,7 +57,7 @@ def test_quick_run_writes_rows_and_tables_into_a_temporary_folder():
     assert f"| 1,000 | LinearSearch | {row['linear_build_s']:.3f} |" in markdown
 
     # The report renders the same tables.
-    section = load_benchmark("report").index_section(payload)
+    section = load_benchmark("report").script_section("index.json", payload)
     assert "## Search backends (`index.json`)" in section
     assert "`python benchmark/index.py --quick`" in section
     for line in payload["verdicts"]:
