@@ -108,10 +108,11 @@ class SyncBatchNormPlugin:
 
         Returns:
             A new, unbuilt batch-norm layer with `layer`'s config, less the
-            arguments plain batch norm does not take (`group_size`).
+            arguments plain batch norm does not take (`group_size`, `exchange`).
         """
         kwargs = layer_kwargs(layer)
         kwargs.pop("group_size", None)
+        kwargs.pop("exchange", None)
         return keras.layers.BatchNormalization(**kwargs)
 
     def apply(self, model: keras.Model, *, share_layers: bool = False) -> keras.Model:
