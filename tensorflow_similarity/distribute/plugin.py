@@ -111,8 +111,8 @@ class SyncBatchNormPlugin:
             arguments plain batch norm does not take (`group_size`, `exchange`).
         """
         kwargs = layer_kwargs(layer)
-        kwargs.pop("group_size", None)
-        kwargs.pop("exchange", None)
+        for name in ("group_size", "exchange"):
+            kwargs.pop(name, None)
         return keras.layers.BatchNormalization(**kwargs)
 
     def apply(self, model: keras.Model, *, share_layers: bool = False) -> keras.Model:
