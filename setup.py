@@ -46,8 +46,8 @@ setup(
         "tensorflow": [f"tensorflow>={TF_MIN}"],
         "tensorflow-cpu": [f"tensorflow-cpu>={TF_MIN}"],
         "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
-        "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
         "keras-hub": KERAS_HUB_REQUIRES,
+        "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
