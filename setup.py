@@ -10,6 +10,23 @@ with open("README.md", encoding="utf-8") as f:
 # either would install the other on top of a user's existing setup.
 TF_MIN = "2.16"
 
+# keras-hub 0.32's requirements less tensorflow-text. keras-hub requires
+# tensorflow-text for its text tokenizers, and tensorflow-text requires the
+# `tensorflow` wheel, so on `tensorflow-cpu` pip would add a second TensorFlow.
+# The vision backbones never import it (keras-hub imports it lazily), so this
+# extra declares the rest and keras-hub itself is installed without
+# dependencies: `pip install --no-deps "keras-hub~=0.32.0"` (see the README).
+KERAS_HUB_REQUIRES = [
+    "keras>=3.15",
+    "absl-py",
+    "regex",
+    "rich",
+    "kagglehub!=1.0.1",
+    "kagglesdk==0.1.28",
+    "sentencepiece<0.2.2",
+    "tokenizers",
+]
+
 setup(
     name="tensorflow-similarity",
     version="0.18.0.dev0",
@@ -29,6 +46,7 @@ setup(
         "tensorflow": [f"tensorflow>={TF_MIN}"],
         "tensorflow-cpu": [f"tensorflow-cpu>={TF_MIN}"],
         "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
+        "keras-hub": KERAS_HUB_REQUIRES,
         "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
         # FaissSearch; the package imports without it.
         "faiss": ["faiss-cpu>=1.7.4"],
@@ -41,6 +59,7 @@ setup(
             "scikit-learn>=1.2",
             "matplotlib>=3.6",
             "keras-cv>=0.9",
+            *KERAS_HUB_REQUIRES,
             "nbclient>=0.10",
             "nbformat>=5.9",
             "ipykernel>=6",

@@ -1,4 +1,4 @@
-"""Any user or keras-cv backbone with the shared head and optional synchronised batch norm."""
+"""Any user, keras-cv or keras-hub backbone with the shared head and optional synchronised BN."""
 
 from __future__ import annotations
 
@@ -29,15 +29,28 @@ def BackboneSim(
     name: str | None = None,
     share_layers: bool = True,
 ) -> keras.Model:
-    """Builds an embedding model on any image backbone, e.g. a keras-cv one.
+    """Builds an embedding model on any image backbone, e.g. a keras-hub or keras-cv one.
 
     The backbone is any Functional or Sequential model from images to a 4-D
     feature map: one of your own, a `keras.applications` model without its
-    top, or a keras-cv backbone built from arguments, such as
+    top, or a keras-hub or keras-cv backbone, such as
+    `keras_hub.models.ResNetBackbone(stackwise_num_filters=..., ...)` or
     `keras_cv.models.ResNetV2Backbone(stackwise_filters=..., ...)`. When
     `sync_bn` is set, its batch-norm layers are upgraded by the plugin (the
     rebuild keeps every weight). The shared head follows: pooling, then
     `MetricEmbedding` or `Dense`.
+
+    With `sync_bn`, every batch-norm layer must sit in the backbone's
+    Functional graph. keras-hub's `ResNetBackbone` and `EfficientNetBackbone`
+    with `"v1"` blocks (EfficientNet B0 to B7) qualify; its EfficientNetV2
+    blocks (`"fused"`, `"unfused"`) and `MobileNetBackbone` create their batch
+    norm inside subclassed layers, which no rebuild can reach, so the call
+    stops with an error naming each such layer by path. For those
+    architectures use a Functional model instead
+    (`keras.applications.EfficientNetV2B0(include_top=False)`,
+    `keras.applications.MobileNetV3Small(include_top=False)`), create
+    `SyncBatchNormalization` in the block's own code, or keep
+    `sync_bn=False` (each replica normalises its own share of the batch).
 
     The model is built on `backbone` itself, as Keras models built on a
     backbone are: without `sync_bn` it holds `backbone`; with `sync_bn` it
@@ -86,8 +99,9 @@ def BackboneSim(
     Raises:
         ValueError: For a bad argument (`"partial"` without a `last_stage`
             found in the backbone included), a backbone whose output is not
-            a 4-D feature map while a pooling is requested, or, with `sync_bn`
-            and `share_layers=True`, a backbone built under another
+            a 4-D feature map while a pooling is requested, or, with `sync_bn`,
+            a batch-norm layer inside a subclassed layer (named by path) or,
+            with `share_layers=True`, a backbone built under another
             distribution strategy than the current one, before the model is
             built.
         TypeError: If `backbone` is not a Keras model, or for a bad `sync_bn`

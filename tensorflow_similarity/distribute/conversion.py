@@ -32,7 +32,7 @@ def convert_sync_batchnorm(
     `strategy.scope()` to create the copy's variables under that strategy. A
     compiled model's copy is compiled again from its compile config, with a
     fresh optimizer. A Functional subclass whose constructor is not `(inputs,
-    outputs, name)` (a keras-cv backbone, say) comes back as a plain
+    outputs, name)` (a keras-hub or keras-cv backbone, say) comes back as a plain
     Functional model with the same graph, layers and weights.
 
     With `share_layers=True` only the new batch-norm layers are created: the
@@ -41,6 +41,13 @@ def convert_sync_batchnorm(
     builder's temporary, or a backbone the result is built on): training or
     freezing one then trains or freezes the other, and the variables of
     `model` must belong to the strategy of the call.
+
+    Batch norm created inside a subclassed layer or model (keras-hub's
+    EfficientNetV2 and MobileNet blocks, for example) is out of reach: the
+    call raises before any work, naming every such layer by path. Build
+    that block with the Functional API, create `SyncBatchNormalization` (or
+    `plugin.create_layer(...)`) in its own code, or use a Functional
+    equivalent such as `keras.applications.MobileNetV3Small`.
 
     Nothing to convert is not an error: `model` itself is returned, with a
     warning.

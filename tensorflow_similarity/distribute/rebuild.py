@@ -197,7 +197,9 @@ def rebuild_model(
                     clone = replacements[id(layer)]
                 else:
                     clone = _clone_from_config(layer, paths, function)
-                if _build_as_copy(layer, clone):
+                # A bare operation in the graph (keras-hub's ResNetV2 calls
+                # `keras.ops.pad`) is no layer: it holds no state to copy.
+                if isinstance(layer, keras.layers.Layer) and _build_as_copy(layer, clone):
                     copied.add(id(clone))
                 clones[id(layer)] = clone
         return clones[id(layer)]

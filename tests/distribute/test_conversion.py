@@ -600,6 +600,26 @@ def test_convnext_has_no_batch_norm_and_is_returned_with_a_warning():
         assert convert_sync_batchnorm(model) is model
 
 
+@pytest.mark.parametrize("share_layers", [False, True])
+def test_bare_operation_in_the_graph_is_kept_with_its_call_arguments(share_layers):
+    # keras-hub's pre-activation ResNet pads with keras.ops.pad: an Operation, not a Layer.
+    inputs = keras.Input((6, 6, 2))
+    x = keras.layers.BatchNormalization(name="bn")(keras.layers.Conv2D(3, 1, name="conv")(inputs))
+    # All-negative features: zero padding instead of -inf would change the border maxima.
+    x = keras.layers.Rescaling(1.0, offset=-10.0)(x)
+    x = keras.ops.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=float("-inf"))
+    model = keras.Model(inputs, keras.layers.MaxPooling2D(3, strides=2)(x))
+    randomize(model)
+    converted = convert_sync_batchnorm(model, share_layers=share_layers)
+    assert isinstance(converted.get_layer("bn"), SyncBatchNormalization)
+    reverted = revert_sync_batchnorm(converted)
+    images = np.random.default_rng(0).uniform(-1.0, 1.0, (2, 6, 6, 2)).astype("float32")
+    want = keras.ops.convert_to_numpy(model(images))
+    assert (want < -5.0).all()
+    for copy in (converted, reverted):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(copy(images)), want)
+
+
 def test_already_synchronised_model_is_returned_with_a_warning():
     model = convert_sync_batchnorm(conv_model())
     with pytest.warns(UserWarning, match="no batch-norm layer selected"):
