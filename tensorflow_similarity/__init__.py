@@ -21,6 +21,7 @@ from tensorflow_similarity import (  # noqa: E402
     layers,
     losses,
     models,
+    samplers,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "layers",
     "losses",
     "models",
+    "samplers",
 ]

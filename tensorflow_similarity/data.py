@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tensorflow_similarity._validation import is_int
+
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
 TFDS_PREFIX = "tfds:"
 
@@ -134,11 +136,11 @@ def load_data(
     >>> data.x_train.shape, data.x_test.shape
     ((1438, 16, 16, 3), (359, 16, 16, 3))
     """
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+    if not is_int(image_size) or image_size < 1:
         raise ValueError(f"image_size must be a positive integer; got {image_size!r}.")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction!r}.")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 2):
+    if limit is not None and (not is_int(limit) or limit < 2):
         raise ValueError(f"limit must be an integer of at least 2, or None; got {limit!r}.")
     files = check_data_spec(spec)
     rng = np.random.default_rng(seed)

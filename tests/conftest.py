@@ -1,7 +1,8 @@
-"""Test configuration: 8 logical CPU devices and one MirroredStrategy per size.
+"""Test configuration: 8 logical CPU devices, and a fresh Keras state for each test.
 
 The logical devices must exist before TensorFlow initialises its runtime, so
-this runs at import time, before any test module touches TensorFlow.
+this runs at import time, before any test module touches TensorFlow. The
+strategies over them are in `tests/distributed.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_DEVICES
 )
-LOGICAL_CPUS = [d.name for d in tf.config.list_logical_devices("CPU")]
-
-_STRATEGIES: dict[int, tf.distribute.MirroredStrategy] = {}
 BENCHMARK_DIR = Path(__file__).resolve().parents[1] / "benchmark"
 
 
@@ -39,32 +37,6 @@ def load_benchmark(name: str) -> ModuleType:
     if str(BENCHMARK_DIR) not in sys.path:
         sys.path.append(str(BENCHMARK_DIR))
     return importlib.import_module("benchmark_common").load_benchmark_module(name)
-
-
-class _KeyedMirroredStrategy(tf.distribute.MirroredStrategy):
-    """A MirroredStrategy whose collective keys cannot collide with another size's."""
-
-
-def mirrored_strategy(num_replicas: int) -> tf.distribute.MirroredStrategy:
-    """Returns the (cached) MirroredStrategy over the first `num_replicas` logical CPUs.
-
-    Two MirroredStrategy objects of different sizes in one process would reuse
-    the same collective group keys, so each size gets its own key range.
-    """
-    if num_replicas not in _STRATEGIES:
-        cls = type(
-            f"MirroredStrategy{num_replicas}",
-            (_KeyedMirroredStrategy,),
-            {"_collective_key_base": 10_000 * num_replicas},
-        )
-        _STRATEGIES[num_replicas] = cls(LOGICAL_CPUS[:num_replicas])
-    return _STRATEGIES[num_replicas]
-
-
-@pytest.fixture
-def strategy_factory():
-    """Returns a function `k -> MirroredStrategy` over the first k logical CPUs."""
-    return mirrored_strategy
 
 
 @pytest.fixture(autouse=True)

@@ -7,16 +7,11 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.head import (
-    check_builder_args,
-    check_input_shape,
-    check_weights,
-    set_trainable,
-    similarity_model,
-    synchronise,
-)
+from tensorflow_similarity._validation import check_bool
+from tensorflow_similarity.architectures.arguments import check_input_shape, check_weights
+from tensorflow_similarity.architectures.builder import build_similarity_model
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
-from tensorflow_similarity.distribute.rebuild import all_layers, check_shareable
+from tensorflow_similarity.distribute.rebuild import check_shareable
 
 
 def BackboneSim(
@@ -45,19 +40,15 @@ def BackboneSim(
     `MetricEmbedding` or `Dense`.
 
     The model is built on `backbone` itself, as Keras models built on a
-    backbone are: without `sync_bn` it holds `backbone` (whose `trainable`
-    flags are set); with `sync_bn` it holds every layer and variable of
-    `backbone` except the batch-norm layers, which are replaced by
-    synchronised ones with the same weights. Training the model then trains
-    `backbone`'s other layers too (and `trainable` sets their flags), while
-    `backbone`'s own batch-norm layers keep their old weights and
-    statistics: after training, use the returned
-    model (its backbone is `model.layers[1]`, and `revert_sync_batchnorm`
-    gives a plain copy of it), not `backbone`. Sharing costs a fraction of a
-    copy and no second set of weights in memory: for a keras-cv ResNetV2 at
-    224x224, 35-40% of the backbone's construction time against 57-75% for
-    a copy (`benchmark/architectures.py`). `share_layers=False` converts a
-    copy instead and leaves `backbone` untouched.
+    backbone are: without `sync_bn` it holds `backbone`; with `sync_bn` it
+    holds every layer and variable of `backbone` except the batch-norm layers,
+    which are replaced by synchronised ones with the same weights (no second
+    copy of the weights in memory). Training the model then trains
+    `backbone`'s other layers too, while `backbone`'s own batch-norm layers
+    keep their old weights and statistics: after training, use the returned
+    model (its backbone is `model.layers[1]`; `revert_sync_batchnorm` gives a
+    plain copy), not `backbone`. `share_layers=False` converts a copy instead
+    and leaves `backbone` untouched.
 
     Args:
         backbone: The backbone model.
@@ -120,63 +111,58 @@ def BackboneSim(
             "BackboneSim expects a built Keras model (Functional or Sequential) mapping images "
             f"to a 4-D feature map. Received: {backbone!r} of type {type(backbone).__name__}."
         )
-    plugin = check_builder_args(
+    check_bool(
+        "share_layers",
+        share_layers,
+        owner="BackboneSim",
+        hint="Use share_layers=True (share the backbone's layers other than batch norm) or "
+        "False (convert a copy).",
+    )
+    if input_shape is None:
+        input_shape = backbone.input_shape[1:] if backbone.inputs else None
+    shape = check_input_shape("BackboneSim", input_shape, min_size=1)
+
+    def make_backbone(plugin: SyncBatchNormPlugin | None) -> keras.Model:
+        check_weights("BackboneSim", weights, plugin, imagenet=False, pretrained_with_sync=True)
+        layer_names = [layer.name for layer in backbone.layers]
+        if trainable == "partial" and last_stage not in layer_names:
+            raise ValueError(
+                "BackboneSim: trainable='partial' needs last_stage, the name of the first layer "
+                f"of the backbone's last stage. Received: last_stage={last_stage!r}; "
+                f"{backbone.name!r} has layers {layer_names[:3]} ... {layer_names[-3:]}."
+            )
+        output_shape = backbone.output_shape
+        if pooling is not None and (not isinstance(output_shape, tuple) or len(output_shape) != 4):
+            raise ValueError(
+                f"BackboneSim: pooling={pooling!r} needs a backbone with one 4-D feature-map "
+                f"output; {backbone.name!r} outputs {output_shape}. Use the backbone without "
+                "its pooling or classifier, or pooling=None with include_top=False."
+            )
+        if weights is not None:
+            if plugin is not None and share_layers:
+                # The conversion would find variables of another strategy only after the
+                # weights file had been loaded into the caller's backbone.
+                check_shareable(backbone, [], "BackboneSim")
+            backbone.load_weights(os.fspath(weights))
+        if plugin is None:
+            return backbone
+        try:
+            return plugin.apply(backbone, share_layers=share_layers)
+        except ValueError as error:
+            raise ValueError(f"BackboneSim(share_layers={share_layers}): {error}") from error
+
+    return build_similarity_model(
         "BackboneSim",
+        make_backbone,
+        shape,
         embedding_size=embedding_size,
+        pretrained=weights is not None,
         trainable=trainable,
         l2_norm=l2_norm,
         include_top=include_top,
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-    )
-    if not isinstance(share_layers, bool):
-        raise TypeError(
-            "BackboneSim expects share_layers=True (share the backbone's layers other than "
-            "batch norm) or False (convert a copy). Received: "
-            f"{share_layers!r} of type {type(share_layers).__name__}."
-        )
-    if input_shape is None:
-        input_shape = backbone.input_shape[1:] if backbone.inputs else None
-    shape = check_input_shape("BackboneSim", input_shape, min_size=1)
-    check_weights("BackboneSim", weights, plugin, imagenet=False, pretrained_with_sync=True)
-    layer_names = [layer.name for layer in backbone.layers]
-    if trainable == "partial" and last_stage not in layer_names:
-        raise ValueError(
-            "BackboneSim: trainable='partial' needs last_stage, the name of the first layer "
-            f"of the backbone's last stage. Received: last_stage={last_stage!r}; "
-            f"{backbone.name!r} has layers {layer_names[:3]} ... {layer_names[-3:]}."
-        )
-    output_shape = backbone.output_shape
-    if pooling is not None and (not isinstance(output_shape, tuple) or len(output_shape) != 4):
-        raise ValueError(
-            f"BackboneSim: pooling={pooling!r} needs a backbone with one 4-D feature-map "
-            f"output; {backbone.name!r} outputs {output_shape}. Use the backbone without its "
-            "pooling or classifier, or pooling=None with include_top=False."
-        )
-
-    if plugin is not None and share_layers:
-        replaced = [layer for layer in all_layers(backbone) if plugin.should_convert(layer)]
-        # Nothing to convert: `backbone` itself is used, as without sync_bn (with a warning).
-        if replaced:
-            check_shareable(backbone, replaced, "BackboneSim")
-
-    if weights is not None:
-        backbone.load_weights(os.fspath(weights))
-    backbone = synchronise("BackboneSim", backbone, plugin, share_layers=share_layers)
-    set_trainable(
-        backbone,
-        trainable,
         starts_last_stage=lambda layer: layer.name == last_stage,
-        freeze_batch_norm=weights is not None and plugin is None,
-    )
-    return similarity_model(
-        backbone,
-        shape,
-        embedding_size=embedding_size,
-        l2_norm=l2_norm,
-        include_top=include_top,
-        pooling=pooling,
-        gem_p=gem_p,
         name=name or f"{backbone.name}sim",
     )

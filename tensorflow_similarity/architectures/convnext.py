@@ -7,13 +7,9 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.head import (
-    build_application,
-    check_builder_args,
-    check_variant,
-    set_trainable,
-    similarity_model,
-)
+from tensorflow_similarity.architectures.applications import build_application
+from tensorflow_similarity.architectures.arguments import check_variant
+from tensorflow_similarity.architectures.builder import build_similarity_model
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
 VARIANTS = ("tiny", "small", "base", "large", "xlarge")
@@ -87,33 +83,21 @@ def ConvNeXtSim(
     (None, 128)
     """
     variant = check_variant("ConvNeXtSim", variant, VARIANTS)
-    plugin = check_builder_args(
+    return build_similarity_model(
         "ConvNeXtSim",
+        lambda plugin: build_application(
+            "ConvNeXtSim", _APPLICATIONS[variant], input_shape, weights, plugin
+        ),
+        input_shape,
         embedding_size=embedding_size,
+        pretrained=weights is not None,
         trainable=trainable,
         l2_norm=l2_norm,
         include_top=include_top,
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-    )
-    backbone = build_convnext(
-        input_shape, variant=variant, weights=weights, sync_bn=plugin or False
-    )
-    set_trainable(
-        backbone,
-        trainable,
         starts_last_stage=lambda layer: layer.name.endswith("_downsampling_block_2"),
-        freeze_batch_norm=False,
-    )
-    return similarity_model(
-        backbone,
-        input_shape,
-        embedding_size=embedding_size,
-        l2_norm=l2_norm,
-        include_top=include_top,
-        pooling=pooling,
-        gem_p=gem_p,
         name=name or f"convnext_{variant}sim",
     )
 

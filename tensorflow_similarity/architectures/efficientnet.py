@@ -7,13 +7,9 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.head import (
-    build_application,
-    check_builder_args,
-    check_variant,
-    set_trainable,
-    similarity_model,
-)
+from tensorflow_similarity.architectures.applications import build_application
+from tensorflow_similarity.architectures.arguments import check_variant
+from tensorflow_similarity.architectures.builder import build_similarity_model
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
 VARIANTS = ("B0", "B1", "B2", "B3", "B4", "B5", "B6", "B7")
@@ -81,33 +77,21 @@ def EfficientNetSim(
     (None, 128)
     """
     variant = check_variant("EfficientNetSim", variant, VARIANTS)
-    plugin = check_builder_args(
+    return build_similarity_model(
         "EfficientNetSim",
+        lambda plugin: build_application(
+            "EfficientNetSim", f"EfficientNet{variant}", input_shape, weights, plugin
+        ),
+        input_shape,
         embedding_size=embedding_size,
+        pretrained=weights is not None,
         trainable=trainable,
         l2_norm=l2_norm,
         include_top=include_top,
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-    )
-    backbone = build_efficientnet(
-        input_shape, variant=variant, weights=weights, sync_bn=plugin or False
-    )
-    set_trainable(
-        backbone,
-        trainable,
         starts_last_stage=lambda layer: layer.name.startswith(("block7", "top_")),
-        freeze_batch_norm=weights is not None and plugin is None,
-    )
-    return similarity_model(
-        backbone,
-        input_shape,
-        embedding_size=embedding_size,
-        l2_norm=l2_norm,
-        include_top=include_top,
-        pooling=pooling,
-        gem_p=gem_p,
         name=name or f"efficientnet{variant.lower()}sim",
     )
 

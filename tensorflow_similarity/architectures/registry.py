@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import keras
 
+from tensorflow_similarity.architectures.arguments import MIN_IMAGE_SIZE
 from tensorflow_similarity.architectures.convnext import ConvNeXtSim
 from tensorflow_similarity.architectures.efficientnet import EfficientNetSim
-from tensorflow_similarity.architectures.head import MIN_IMAGE_SIZE
 from tensorflow_similarity.architectures.resnet18 import MIN_CIFAR_STEM_SIZE, ResNet18Sim
 from tensorflow_similarity.architectures.resnet50 import ResNet50Sim
 

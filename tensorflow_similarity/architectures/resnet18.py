@@ -7,14 +7,12 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.head import (
+from tensorflow_similarity.architectures.arguments import (
     MIN_IMAGE_SIZE,
-    check_builder_args,
     check_input_shape,
     check_weights,
-    set_trainable,
-    similarity_model,
 )
+from tensorflow_similarity.architectures.builder import build_similarity_model
 from tensorflow_similarity.distribute.plugin import (
     SyncBatchNormPlugin,
     batch_norm_layer,
@@ -99,31 +97,19 @@ def ResNet18Sim(
     >>> model.output_shape
     (None, 128)
     """
-    plugin = check_builder_args(
+    return build_similarity_model(
         "ResNet18Sim",
+        lambda plugin: resnet18_backbone(input_shape, weights, plugin, stem, "resnet18"),
+        input_shape,
         embedding_size=embedding_size,
+        pretrained=weights is not None,
         trainable=trainable,
         l2_norm=l2_norm,
         include_top=include_top,
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-    )
-    backbone = build_resnet18(input_shape, weights=weights, sync_bn=plugin or False, stem=stem)
-    set_trainable(
-        backbone,
-        trainable,
         starts_last_stage=lambda layer: layer.name.startswith("conv5_"),
-        freeze_batch_norm=weights is not None,
-    )
-    return similarity_model(
-        backbone,
-        input_shape,
-        embedding_size=embedding_size,
-        l2_norm=l2_norm,
-        include_top=include_top,
-        pooling=pooling,
-        gem_p=gem_p,
         name=name,
     )
 
@@ -185,7 +171,17 @@ def build_resnet18(
             with `sync_bn`, before anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    plugin = resolve_sync_bn(sync_bn)
+    return resnet18_backbone(input_shape, weights, resolve_sync_bn(sync_bn), stem, name)
+
+
+def resnet18_backbone(
+    input_shape: Sequence[int | None],
+    weights: str | os.PathLike | None,
+    plugin: SyncBatchNormPlugin | None,
+    stem: str,
+    name: str,
+) -> keras.Model:
+    """`build_resnet18` with the plugin already resolved (`None`: plain batch norm)."""
     shape = tuple(input_shape) if isinstance(input_shape, Sequence) else input_shape
     check_input_shape("ResNet18Sim", shape, min_size=1)
     stem = resolve_stem(stem, shape)

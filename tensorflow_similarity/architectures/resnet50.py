@@ -7,13 +7,8 @@ from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity.architectures.head import (
-    check_builder_args,
-    check_input_shape,
-    check_weights,
-    set_trainable,
-    similarity_model,
-)
+from tensorflow_similarity.architectures.arguments import check_input_shape, check_weights
+from tensorflow_similarity.architectures.builder import build_similarity_model
 from tensorflow_similarity.distribute.plugin import (
     SyncBatchNormPlugin,
     batch_norm_layer,
@@ -92,31 +87,19 @@ def ResNet50Sim(
     >>> model.output_shape
     (None, 128)
     """
-    plugin = check_builder_args(
+    return build_similarity_model(
         "ResNet50Sim",
+        lambda plugin: resnet50_backbone(input_shape, weights, plugin, "resnet50"),
+        input_shape,
         embedding_size=embedding_size,
+        pretrained=weights is not None,
         trainable=trainable,
         l2_norm=l2_norm,
         include_top=include_top,
         pooling=pooling,
         gem_p=gem_p,
         sync_bn=sync_bn,
-    )
-    backbone = build_resnet50(input_shape, weights=weights, sync_bn=plugin or False)
-    set_trainable(
-        backbone,
-        trainable,
         starts_last_stage=lambda layer: layer.name.startswith("conv5_"),
-        freeze_batch_norm=weights is not None,
-    )
-    return similarity_model(
-        backbone,
-        input_shape,
-        embedding_size=embedding_size,
-        l2_norm=l2_norm,
-        include_top=include_top,
-        pooling=pooling,
-        gem_p=gem_p,
         name=name,
     )
 
@@ -152,7 +135,16 @@ def build_resnet50(
             weights with `sync_bn`, before anything is built.
         TypeError: For a bad `sync_bn`.
     """
-    plugin = resolve_sync_bn(sync_bn)
+    return resnet50_backbone(input_shape, weights, resolve_sync_bn(sync_bn), name)
+
+
+def resnet50_backbone(
+    input_shape: Sequence[int | None],
+    weights: str | os.PathLike | None,
+    plugin: SyncBatchNormPlugin | None,
+    name: str,
+) -> keras.Model:
+    """`build_resnet50` with the plugin already resolved (`None`: plain batch norm)."""
     shape = check_input_shape(
         "ResNet50Sim", input_shape, channels=3 if weights == "imagenet" else None
     )

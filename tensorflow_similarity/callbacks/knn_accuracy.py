@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from tensorflow_similarity._validation import check_int, check_number
 
 # Queries are scored in chunks so the similarity matrix stays
 # `_QUERY_CHUNK x memory size` however many queries there are.
@@ -157,11 +157,8 @@ class KNNAccuracy(keras.callbacks.Callback):
         _check_data("test_data", test_data)
         _check_k(k, train_size)
         _check_temperature(temperature)
-        for argument, value in (("batch_size", batch_size), ("every_n_epochs", every_n_epochs)):
-            if not _is_int(value) or value < 1:
-                raise ValueError(
-                    f"{argument} must be a positive integer. Received: {argument}={value!r}"
-                )
+        check_int("batch_size", batch_size, minimum=1)
+        check_int("every_n_epochs", every_n_epochs, minimum=1)
         if embedding_fn is not None and not callable(embedding_fn):
             raise ValueError(
                 "embedding_fn must be None, a Keras model or a callable. "
@@ -250,13 +247,8 @@ def _to_numpy(embeddings: Any, expected: int) -> np.ndarray:
     return embeddings.reshape(len(embeddings), -1)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_k(k: Any, num_train: int | None) -> None:
-    if not _is_int(k) or k < 1:
-        raise ValueError(f"k must be a positive integer. Received: k={k!r}")
+    check_int("k", k, minimum=1)
     if num_train is not None and k > num_train:
         raise ValueError(
             f"k={k} is larger than the memory (training) set of {num_train} embeddings. "
@@ -265,15 +257,7 @@ def _check_k(k: Any, num_train: int | None) -> None:
 
 
 def _check_temperature(temperature: Any) -> None:
-    if (
-        not isinstance(temperature, numbers.Real)
-        or isinstance(temperature, bool)
-        or not math.isfinite(temperature)
-        or temperature <= 0
-    ):
-        raise ValueError(
-            f"temperature must be a positive number. Received: temperature={temperature!r}"
-        )
+    check_number("temperature", temperature, positive=True)
 
 
 def _as_embeddings(name: str, value: Any) -> np.ndarray:

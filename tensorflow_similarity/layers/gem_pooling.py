@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
 from typing import Any
 
 import keras
 from keras import ops
+
+from tensorflow_similarity._validation import is_real
 
 # Below this |p| the power mean is numerically the geometric mean (its p -> 0 limit).
 _GEOMETRIC_P = 1e-6
@@ -63,7 +64,7 @@ class GeneralizedMeanPooling2D(keras.layers.Layer):
         keepdims: bool = False,
         **kwargs: Any,
     ) -> None:
-        if isinstance(p, bool) or not isinstance(p, Real) or math.isnan(p):
+        if not is_real(p) or math.isnan(p):
             raise ValueError(
                 "GeneralizedMeanPooling2D needs p to be a real number (1.0 is average "
                 f"pooling, math.inf max pooling). Received: p={p!r}"

@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from tensorflow_similarity import collectives
+from tensorflow_similarity._validation import is_int
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -101,9 +102,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
                 "renormalisation corrections are not synchronised across replicas. "
                 "Keep this layer a keras.layers.BatchNormalization, or set renorm=False."
             )
-        if group_size is not None and (
-            isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1
-        ):
+        if group_size is not None and (not is_int(group_size) or group_size < 1):
             raise ValueError(
                 "group_size must be None (sync all replicas) or a positive integer "
                 f"that divides the number of replicas. Received: group_size={group_size!r}"

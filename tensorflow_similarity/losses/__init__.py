@@ -1,11 +1,4 @@
-"""Self-supervised losses whose value and gradients are those of the global batch.
-
-Each is called as `loss(view1_output, view2_output)` and returns a scalar.
-Under `tf.distribute` every replica computes the loss of the whole global batch
-(gathering what it needs from the other replicas), and Keras' usual `1 / K`
-scaling plus the optimizer's sum over replicas give exactly the single-device
-gradient of the concatenated batch.
-"""
+"""Losses whose value and gradients under `tf.distribute` are those of the global batch."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The common machinery of losses defined over the global batch of two views.
-
-A self-supervised loss such as NT-Xent or Barlow Twins couples every sample of
-the batch with every other one, so under `tf.distribute` the loss of the global
-batch is not a combination of per-replica losses. These losses therefore follow
-one rule: in a replica context with `K > 1` replicas, every replica computes the
-loss of the whole global batch from embeddings gathered with differentiable
-collectives, and `__call__` scales it by `1 / K` as Keras does for its mean
-losses. The gradient of a gathered tensor is the sum of the gradients that every
-replica sends back to it, so after the optimizer sums the replicas' gradients
-the update is exactly that of the single-device loss on the concatenated batch.
-"""
+"""`GlobalBatchLoss`, the base of the self-supervised losses, and its contract."""
 
 from __future__ import annotations
 
@@ -34,6 +23,19 @@ def computation_dtype(dtype: Any) -> str:
 
 class GlobalBatchLoss(keras.losses.Loss):
     """Base class of the losses of two views' embeddings over the global batch.
+
+    The global-batch contract. A self-supervised loss such as NT-Xent or
+    Barlow Twins couples every sample of the batch with the others, so under
+    `tf.distribute` the loss of the global batch is no combination of
+    per-replica losses. In a replica context with `K > 1` replicas, every
+    replica therefore computes the loss of the whole global batch, from what
+    it gathers from the other replicas with differentiable collectives
+    (`tensorflow_similarity.collectives`; replicas may hold different batch
+    sizes), and `__call__` divides it by `K`, as Keras does for its mean
+    losses. The gradient of a gathered tensor is the sum of what every replica
+    sends back to it, so the optimizer's sum of the replicas' gradients is
+    exactly the gradient of the single-device loss on the concatenated batch.
+    Each subclass says in one line what it gathers.
 
     Subclasses implement `call(view1, view2)` returning the scalar loss of the
     batch they are given, the global one when they gather it. `__call__` checks

@@ -26,17 +26,11 @@ class Barlow(GlobalBatchLoss):
         C_ij = (1 / N) * sum_b za_hat_bi * zb_hat_bj
         L = sum_i (1 - C_ii)^2 + lambda_ * sum_i sum_{j != i} C_ij^2
 
-    Across replicas: the embeddings are all-gathered from every replica (one
-    differentiable `all_gather`; replicas may hold different batch sizes), so
-    the means, variances and the sum defining `C` run over the global batch,
-    as the paper's synchronised batch norm and all-reduced `C` do. Every
-    replica computes `L` of the global batch; as with Keras' mean losses,
-    `__call__` then divides it by the number of replicas `K` (see
-    `reduction`), and because the gradient of a gathered tensor sums what
-    every replica sends back, the optimizer's sum of the replicas' gradients
-    is exactly the gradient of the single-device loss on the concatenated
-    batch. Gathering `2 N D` values costs less communication than
-    all-reducing the `D x D` matrix when `2 N < D`, the usual regime.
+    Across replicas: the embeddings are all-gathered, so the means, variances
+    and `C` run over the global batch (as the paper's synchronised batch norm
+    and all-reduced `C` do); see `GlobalBatchLoss` for the contract. Gathering
+    `2 N D` values costs less than all-reducing the `D x D` matrix when
+    `2 N < D`, the usual regime.
 
     Args:
         lambda_: Weight `>= 0` of the off-diagonal (redundancy) term.
@@ -45,12 +39,8 @@ class Barlow(GlobalBatchLoss):
             Defaults to `1e-5` (PyTorch's batch norm default, used by the
             paper's code).
         name: Name of the loss. Defaults to `"barlow"`.
-        reduction: `"sum_over_batch_size"` (default): in a replica context
-            with `K > 1` replicas the value is the global loss divided by `K`,
-            as for every Keras mean loss. `"sum"` or `"none"`: the global loss,
-            unscaled, for training loops that scale it themselves.
-        dtype: Dtype of the computation; defaults to `keras.backend.floatx()`.
-            It is computed in at least float32.
+        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+        dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.

@@ -27,26 +27,15 @@ class SimCLRLoss(GlobalBatchLoss):
 
     Every anchor's negatives are the `2N - 2` other samples of both views.
 
-    Across replicas: the views are all-gathered from every replica (one
-    differentiable `all_gather`; replicas may hold different batch sizes,
-    e.g. a partial last batch) and each replica computes `L` on the global
-    batch, so the negatives are those of the whole global batch. As with
-    Keras' mean losses, `__call__` then divides by the number of replicas `K`
-    (see `reduction`); since the gradient of a gathered tensor sums what every
-    replica sends back, the optimizer's sum of the replicas' gradients is
-    exactly the gradient of the single-device loss on the concatenated batch.
-    Each replica computes the full `2N x 2N` similarity matrix, which is small
-    next to the encoder's cost for usual batch sizes.
+    Across replicas: the views are all-gathered (replicas may hold different
+    batch sizes), so every anchor's negatives are those of the whole global
+    batch; see `GlobalBatchLoss` for the contract.
 
     Args:
         temperature: Softmax temperature `> 0`. Defaults to `0.1`.
         name: Name of the loss. Defaults to `"sim_clr_loss"`.
-        reduction: `"sum_over_batch_size"` (default): in a replica context
-            with `K > 1` replicas the value is the global loss divided by `K`,
-            as for every Keras mean loss. `"sum"` or `"none"`: the global loss,
-            unscaled, for training loops that scale it themselves.
-        dtype: Dtype of the computation; defaults to `keras.backend.floatx()`.
-            It is computed in at least float32.
+        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+        dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.

@@ -25,24 +25,15 @@ class SimSiamLoss(GlobalBatchLoss):
     symmetrises: `0.5 * (loss(p1, z2) + loss(p2, z1))`. The value lies in
     `[-1, 1]`; no gradient reaches `z`.
 
-    Across replicas: each replica sums its own samples' cosines, and the sums
-    and sample counts are added over replicas with one all-reduce, so every
-    replica returns the mean over the global batch, also when replicas hold
-    different numbers of samples (an empty replica contributes nothing; an
-    empty global batch gives 0). As with Keras' mean losses, `__call__` then
-    divides by the number of replicas (see `reduction`), so that the
-    optimizer's sum of the replicas' gradients is the gradient of the
-    single-device loss on the concatenated batch. No embeddings are gathered:
-    the loss is a sum of per-sample terms.
+    Across replicas: each replica's sum of cosines and sample count are
+    all-reduced (the loss is a sum of per-sample terms, so nothing is
+    gathered) and every replica returns the mean over the global batch; an
+    empty global batch gives 0. See `GlobalBatchLoss` for the contract.
 
     Args:
         name: Name of the loss. Defaults to `"sim_siam_loss"`.
-        reduction: `"sum_over_batch_size"` (default): in a replica context
-            with `K > 1` replicas the value is the global loss divided by `K`,
-            as for every Keras mean loss. `"sum"` or `"none"`: the global loss,
-            unscaled, for training loops that scale it themselves.
-        dtype: Dtype of the computation; defaults to `keras.backend.floatx()`.
-            It is computed in at least float32.
+        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+        dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.

@@ -31,15 +31,9 @@ class VicReg(GlobalBatchLoss):
     factors `1 / D` and `/ 2` are those of the paper's reference code, for
     which the default coefficients were tuned.
 
-    Across replicas: the embeddings are all-gathered from every replica (one
-    differentiable `all_gather`; replicas may hold different batch sizes), so
-    all three terms, in particular the variance hinge and the covariance, are
-    over the global batch, as in the paper's code. Every replica computes `L`
-    of the global batch; as with Keras' mean losses, `__call__` then divides
-    it by the number of replicas `K` (see `reduction`), and because the
-    gradient of a gathered tensor sums what every replica sends back, the
-    optimizer's sum of the replicas' gradients is exactly the gradient of the
-    single-device loss on the concatenated batch.
+    Across replicas: the embeddings are all-gathered, so all three terms, the
+    variance hinge and the covariance included, run over the global batch;
+    see `GlobalBatchLoss` for the contract.
 
     Args:
         lambda_: Weight `>= 0` of the invariance term. Defaults to `25.0`.
@@ -50,12 +44,8 @@ class VicReg(GlobalBatchLoss):
         epsilon: Constant `>= 0` added to the variance under the square root.
             Defaults to `1e-4`.
         name: Name of the loss. Defaults to `"vic_reg"`.
-        reduction: `"sum_over_batch_size"` (default): in a replica context
-            with `K > 1` replicas the value is the global loss divided by `K`,
-            as for every Keras mean loss. `"sum"` or `"none"`: the global loss,
-            unscaled, for training loops that scale it themselves.
-        dtype: Dtype of the computation; defaults to `keras.backend.floatx()`.
-            It is computed in at least float32.
+        reduction: Defaults to `"sum_over_batch_size"`; see `GlobalBatchLoss`.
+        dtype: See `GlobalBatchLoss`.
 
     Returns (when called):
         A scalar tensor.

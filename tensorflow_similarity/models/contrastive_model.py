@@ -149,6 +149,38 @@ class ContrastiveModel(keras.Model):
             inputs = inputs[:, 0]
         return self.backbone(inputs, training=training)
 
+    def compile(self, optimizer: Any = "rmsprop", loss: Any = None, **kwargs: Any) -> None:
+        """`keras.Model.compile`, with `loss` the loss of the two views' outputs.
+
+        The loss is called by this model's own training step, as
+        `loss(target, prediction)` on the outputs of the two views (see
+        `train_step`), never by Keras' compiled-loss machinery, which calls a
+        compiled loss with `y_true=None` while it builds it and has no labels
+        to give it here. `None` (default) uses the algorithm's loss.
+
+        Args:
+            optimizer: As for `keras.Model.compile`.
+            loss: A loss of two views, such as `SimCLRLoss(temperature=0.5)`,
+                or `None` for the algorithm's default.
+            **kwargs: Other `keras.Model.compile` arguments (`metrics`, ...).
+        """
+        super().compile(optimizer=optimizer, **kwargs)
+        self.loss = loss
+
+    def get_compile_config(self) -> dict[str, Any]:
+        """Keras' compile config with this model's loss (see `compile`)."""
+        config = super().get_compile_config()
+        if config:
+            config["loss"] = keras.saving.serialize_keras_object(self.loss)
+        return config
+
+    def compile_from_config(self, config: dict[str, Any]) -> None:
+        """Compiles the model from `get_compile_config()`'s output, as loading does."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            # As Keras does: the optimizer's variables exist before the weights are loaded.
+            self.optimizer.build(self.trainable_variables)
+
     def fit(self, x=None, *args, **kwargs):
         """`keras.Model.fit`, with datasets of view pairs packed into one tensor.
 

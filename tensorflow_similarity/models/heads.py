@@ -6,7 +6,12 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity._validation import check_int
+from tensorflow_similarity.distribute.plugin import (
+    SyncBatchNormPlugin,
+    batch_norm_layer,
+    resolve_sync_bn,
+)
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS, ContrastiveModel
 
 # Depth, widths and the output layer's batch norm ("none": no affine, "center": offset
@@ -21,12 +26,6 @@ _PROJECTORS = {
     # VICReg: 3 layers of 8192, the output layer without BN.
     "vicreg": {"hidden_layers": 2, "hidden_dim": 8192, "output_dim": 8192, "output_bn": None},
 }
-
-
-def _batch_norm(plugin: SyncBatchNormPlugin | None, **kwargs: Any) -> keras.layers.Layer:
-    if plugin is None:
-        return keras.layers.BatchNormalization(**kwargs)
-    return plugin.create_layer(**kwargs)
 
 
 def build_projector(
@@ -73,14 +72,16 @@ def build_projector(
     x = inputs
     for i in range(spec["hidden_layers"]):
         x = keras.layers.Dense(spec["hidden_dim"], use_bias=False, name=f"{name}_dense{i}")(x)
-        x = _batch_norm(plugin, name=f"{name}_bn{i}")(x)
+        x = batch_norm_layer(plugin, name=f"{name}_bn{i}")(x)
         x = keras.layers.ReLU(name=f"{name}_relu{i}")(x)
     output_bn = spec["output_bn"]
     x = keras.layers.Dense(
         spec["output_dim"], use_bias=output_bn is None, name=f"{name}_dense_out"
     )(x)
     if output_bn is not None:
-        x = _batch_norm(plugin, center=output_bn == "center", scale=False, name=f"{name}_bn_out")(x)
+        x = batch_norm_layer(
+            plugin, center=output_bn == "center", scale=False, name=f"{name}_bn_out"
+        )(x)
     return keras.Model(inputs, x, name=name)
 
 
@@ -109,7 +110,7 @@ def build_predictor(
     plugin = resolve_sync_bn(sync_bn)
     inputs = keras.Input((input_dim,), name=f"{name}_input")
     x = keras.layers.Dense(hidden_dim, use_bias=False, name=f"{name}_dense0")(inputs)
-    x = _batch_norm(plugin, name=f"{name}_bn0")(x)
+    x = batch_norm_layer(plugin, name=f"{name}_bn0")(x)
     x = keras.layers.ReLU(name=f"{name}_relu0")(x)
     x = keras.layers.Dense(input_dim, name=f"{name}_dense_out")(x)
     return keras.Model(inputs, x, name=name)
@@ -166,14 +167,14 @@ def create_contrastive_model(
             "The backbone must output [batch, features]; got output shape "
             f"{output_shape}. Build it with a pooling (e.g. include_top=False, pooling='avg')."
         )
-    plugin = resolve_sync_bn(sync_bn)
+    resolve_sync_bn(sync_bn)  # A bad value fails here, before anything is built.
     projector = build_projector(
         output_shape[-1],
         algorithm,
         hidden_layers=projector_hidden_layers,
         hidden_dim=projector_hidden_dim,
         output_dim=projector_output_dim,
-        sync_bn=plugin or False,
+        sync_bn=sync_bn,
     )
     predictor = None
     if algorithm == "simsiam":
@@ -181,14 +182,14 @@ def create_contrastive_model(
         predictor = build_predictor(
             out_dim,
             hidden_dim=predictor_hidden_dim or max(out_dim // 4, 1),
-            sync_bn=plugin or False,
+            sync_bn=sync_bn,
         )
     return ContrastiveModel(
         backbone,
         projector,
         predictor,
         algorithm=algorithm,
-        sync_bn=plugin or False,
+        sync_bn=sync_bn,
         augmenter=augmenter,
         concat_views=concat_views,
         name=name,
@@ -203,5 +204,4 @@ def _check_algorithm(algorithm: str) -> str:
 
 def _check_positive(**widths: int) -> None:
     for key, value in widths.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key} must be a positive integer, got {value!r}.")
+        check_int(key, value, minimum=1)

@@ -16,7 +16,7 @@ from tests.architectures.step_parity import (
     assert_step_matches_single_device,
     batch_norm_layers,
 )
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 
 
 def keras_cv_backbone() -> keras.Model:

@@ -17,8 +17,9 @@ from tensorflow_similarity.distribute import (
     convert_sync_batchnorm,
     revert_sync_batchnorm,
 )
+from tensorflow_similarity.distribute.rebuild import walk_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 
 # Keys that differ between the two classes' configs by design.
 BN_ONLY_KEYS = ("synchronized", "renorm", "renorm_clipping", "renorm_momentum")
@@ -62,10 +63,8 @@ def layer_pairs(original: keras.Model, copy: keras.Model):
 
 
 def all_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    layers = [model]
-    for layer in model.layers:
-        layers.extend(all_layers(layer) if isinstance(layer, keras.Model) else [layer])
-    return layers
+    """The model itself and every layer in it, as the package's walker finds them."""
+    return [found.layer for found in walk_layers(model)]
 
 
 def bn_config(layer: keras.layers.Layer) -> dict:

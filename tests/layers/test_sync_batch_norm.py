@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 
 RTOL = 1e-4
 ATOL = 1e-4
@@ -428,7 +428,7 @@ def test_keras_file_round_trip(tmp_path, in_scope):
 def test_multi_worker_mirrored_strategy_matches_single_device(tmp_path):
     from pathlib import Path
 
-    from tests.multiworker import run_workers
+    from tests.distributed import run_local_workers as run_workers
 
     sizes = [3, 5]
     script = Path(__file__).with_name("mwms_sync_bn_worker.py")

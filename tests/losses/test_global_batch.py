@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.losses import Barlow, SimCLRLoss, SimSiamLoss, VicReg
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 
 IN_DIM, OUT_DIM = 3, 4
 

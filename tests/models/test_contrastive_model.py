@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity.augmenters import ViewAugmenter, simclr_augmenter
+from tensorflow_similarity.distribute import GroupSyncBatchNorm
+from tensorflow_similarity.distribute.rebuild import all_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tensorflow_similarity.losses import SimSiamLoss
+from tensorflow_similarity.losses import SimCLRLoss
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
-from tests.conftest import mirrored_strategy
+from tests.distributed import mirrored_strategy
 from tests.models.contrastive_fixtures import (
     ALGORITHMS,
     IMAGE_SHAPE,
@@ -103,15 +106,45 @@ def test_fit_reduces_loss_under_four_replicas(algorithm):
     assert "proj_std" in history and np.all(np.isfinite(history["proj_std"]))
 
 
-def test_compiled_loss_is_used():
+def compiled_step(model, view1, view2, loss):
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5), loss=loss)
+    history = model.fit(tf.data.Dataset.from_tensors((view1, view2)), epochs=1, verbose=0)
+    return history.history["loss"][0], [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("num_replicas", [1, 2])
+def test_compiled_loss_trains_under_a_strategy(num_replicas):
+    """compile(loss=...) then fit under strategy.scope(), as 0.17 documents it."""
     view1, view2 = views(3)
-    model = tiny_model("simsiam")
-    model.compile(optimizer="sgd", loss=SimSiamLoss())
-    assert isinstance(model.loss, SimSiamLoss)
-    result = model.evaluate(
-        tf.data.Dataset.from_tensors((view1, view2)), verbose=0, return_dict=True
-    )
-    assert -1.0 <= result["loss"] <= 1.0
+    reference = tiny_model("simclr")
+    initial = reference.get_weights()
+    ref_loss, ref_weights = compiled_step(reference, view1, view2, SimCLRLoss(temperature=0.5))
+    default = tiny_model("simclr")
+    default_loss, _ = compiled_step(default, view1, view2, None)
+    # The compiled loss is the one used: SimCLR at 0.5 is far from the default 0.1's value.
+    assert abs(ref_loss - default_loss) > 0.1, (ref_loss, default_loss)
+
+    with mirrored_strategy(num_replicas).scope():
+        model = tiny_model("simclr")
+        model.set_weights(initial)
+        loss, weights = compiled_step(model, view1, view2, SimCLRLoss(temperature=0.5))
+    assert isinstance(model.loss, SimCLRLoss) and model.loss.temperature == 0.5
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5)
+    assert_same_update(weights, ref_weights, initial)
+
+
+def test_compiled_loss_survives_save_and_load_and_keeps_training(tmp_path):
+    view1, view2 = views(3)
+    with mirrored_strategy(2).scope():
+        model = tiny_model("simclr")
+        compiled_step(model, view1, view2, SimCLRLoss(temperature=0.5))
+        model.save(tmp_path / "model.keras")
+        loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert isinstance(loaded.loss, SimCLRLoss) and loaded.loss.temperature == 0.5
+    data = tf.data.Dataset.from_tensors((view1, view2))
+    expected = model.fit(data, epochs=1, verbose=0).history["loss"][0]
+    got = loaded.fit(data, epochs=1, verbose=0).history["loss"][0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
 def test_augmenter_makes_views_from_images():
@@ -157,6 +190,34 @@ def test_keras_file_round_trip(tmp_path, in_scope):
     assert isinstance(config["backbone"], dict)  # configs, never live models
 
 
+def test_plugin_and_augmenter_survive_save_and_load(tmp_path):
+    augmenter = simclr_augmenter(IMAGE_SHAPE[0], blur_prob=0.0, seed=3)
+    with mirrored_strategy(2).scope():
+        model = tiny_model("simclr", sync_bn=GroupSyncBatchNorm(2), augmenter=augmenter)
+        model.compile(optimizer="sgd")
+        model(np.zeros((1, *IMAGE_SHAPE), "float32"))
+        model.save(tmp_path / "model.keras")
+        loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(loaded.sync_bn) is GroupSyncBatchNorm and loaded.sync_bn.group_size == 2
+    assert type(loaded.augmenter) is ViewAugmenter
+    assert loaded.augmenter.get_config() == augmenter.get_config()
+    groups = {
+        layer.group_size
+        for layer in all_layers(loaded)
+        if isinstance(layer, keras.layers.BatchNormalization)
+    }
+    assert groups == {2}
+
+
+def test_an_augmenter_that_cannot_be_saved_is_reported(tmp_path):
+    model = tiny_model("simclr", augmenter=lambda images: (images, images))
+    model.compile(optimizer="sgd")
+    model(np.zeros((1, *IMAGE_SHAPE), "float32"))
+    with pytest.warns(UserWarning, match="augmenter .* has no get_config"):
+        model.save(tmp_path / "model.keras")
+    assert keras.saving.load_model(tmp_path / "model.keras").augmenter is None
+
+
 def test_invalid_arguments():
     backbone = tiny_backbone()
     projector = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
@@ -178,7 +239,7 @@ def test_multi_worker_step_matches_single_device(tmp_path):
     """One step per algorithm under a 2-process MultiWorkerMirroredStrategy."""
     from pathlib import Path
 
-    from tests.multiworker import run_workers
+    from tests.distributed import run_local_workers as run_workers
 
     view1, view2 = views(6)
     np.savez(tmp_path / "views.npz", view1=view1, view2=view2)
