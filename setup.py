@@ -30,6 +30,7 @@ setup(
         "tensorflow-cpu": [f"tensorflow-cpu>={TF_MIN}"],
         "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
         "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
+        "viz": ["matplotlib>=3.6", "umap-learn>=0.5"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
