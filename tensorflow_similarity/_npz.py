@@ -1,0 +1,106 @@
+"""Versioned `.npz` files, written atomically and read completely or not at all.
+
+Searches and stores save their content as one `.npz` file holding a
+`format_version`, a `kind` (the class that wrote it) and their arrays. A
+file is written beside its destination and renamed over it, so a crash
+never leaves half a file; a file is read into memory entirely, and checked,
+before the caller touches its own state, so a bad file changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def write_npz(
+    path: Path,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    kind: str,
+    format_version: int,
+    compression: bool = True,
+) -> None:
+    """Writes `arrays` with their `kind` and `format_version` to `path` atomically."""
+    buffer = io.BytesIO()
+    save = np.savez_compressed if compression else np.savez
+    save(
+        buffer,
+        format_version=np.int64(format_version),
+        kind=np.array(kind),
+        **arrays,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(buffer.getvalue())
+    os.replace(partial, path)
+
+
+def read_npz(
+    path: Path,
+    *,
+    kind: str,
+    format_version: int,
+    keys: Sequence[str],
+    owner: str,
+    pickled: Sequence[str] = (),
+) -> dict[str, np.ndarray]:
+    """Returns the arrays `keys` of a file written by `write_npz`, all in memory.
+
+    Args:
+        path: The file.
+        kind: The `kind` the file must hold.
+        format_version: The version the file must hold.
+        keys: The arrays to read; each must be present.
+        owner: The class reading, for the messages.
+        pickled: Keys whose arrays may hold Python objects (unpickled: read
+            only files you trust).
+
+    Returns:
+        A dict from each key to its array.
+
+    Raises:
+        FileNotFoundError: If `path` does not exist.
+        ValueError: If the file is not a readable `.npz` of this `kind` and
+            `format_version`, or lacks one of `keys`.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{owner}: no saved file at {str(path)!r}. Pass the folder given to save()."
+        )
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            found_version = int(npz["format_version"])
+            found_kind = str(npz["kind"])
+            if found_kind != kind or found_version != format_version:
+                raise _WrongFormat(found_kind, found_version)
+            plain = [key for key in keys if key not in pickled]
+            arrays = {key: np.array(npz[key]) for key in plain}
+        if any(key in keys for key in pickled):
+            with np.load(path, allow_pickle=True) as npz:
+                arrays.update({key: np.array(npz[key]) for key in pickled if key in keys})
+    except _WrongFormat as err:
+        raise ValueError(
+            f"{owner}: {str(path)!r} holds a {err.kind!r} file of format version "
+            f"{err.version}; this version of {owner} reads {kind!r} files of format version "
+            f"{format_version}. Save it again with the version that wrote it, or rebuild "
+            "the index."
+        ) from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"{owner}: {str(path)!r} is not a readable saved {kind} ({type(err).__name__}: "
+            f"{err}). The file is corrupt or truncated; save the index again."
+        ) from err
+    return arrays
+
+
+class _WrongFormat(Exception):
+    def __init__(self, kind: str, version: int) -> None:
+        super().__init__(kind, version)
+        self.kind = kind
+        self.version = version

@@ -1,0 +1,13 @@
+"""Nearest-neighbour search indexes: the exact `LinearSearch` (the default) and `FaissSearch`.
+
+Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
+`lookup`, `batch_lookup(embeddings, k) -> (idxs, distances)` nearest first,
+`size`, `reset`, `save(path)`/`load(path)` and `get_config`.
+"""
+
+from __future__ import annotations
+
+from tensorflow_similarity.search.linear_search import LinearSearch
+from tensorflow_similarity.search.search import Search
+
+__all__ = ["LinearSearch", "Search"]

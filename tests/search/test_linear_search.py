@@ -1,0 +1,79 @@
+"""LinearSearch against float64 NumPy loops, for every distance, and its chunking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorflow_similarity.search import LinearSearch
+from tests.search.references import REFERENCES, knn_loop
+
+
+@pytest.mark.parametrize("distance", sorted(REFERENCES))
+def test_batch_lookup_matches_loops(distance):
+    rng = np.random.default_rng(0)
+    keys = rng.normal(size=(60, 7))
+    queries = rng.normal(size=(9, 7))
+    ids = rng.permutation(1000)[:60]
+    search = LinearSearch(distance, dim=7)
+    search.batch_add(keys, ids)
+    idxs, distances = search.batch_lookup(queries, k=5)
+    want_ids, want_distances = knn_loop(distance, queries, keys, ids, 5)
+    assert idxs.shape == (9, 5) and idxs.dtype == np.int64 and distances.dtype == np.float32
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=2e-4, atol=2e-5)
+
+
+def test_inner_product_ranks_the_largest_product_first_and_reports_it_negated():
+    search = LinearSearch("inner_product", dim=2)
+    search.batch_add([[1.0, 0.0], [5.0, 0.0], [-3.0, 0.0]], [0, 1, 2])
+    idxs, distances = search.lookup([1.0, 0.0], k=3)
+    assert idxs.tolist() == [1, 0, 2]
+    np.testing.assert_allclose(distances, [-5.0, -1.0, 3.0])
+
+
+def test_cosine_ignores_the_norms():
+    search = LinearSearch("cosine", dim=2)
+    search.batch_add([[10.0, 0.0], [0.0, 0.1]], [0, 1])
+    idxs, distances = search.lookup([0.0, 7.0], k=2)
+    assert idxs.tolist() == [1, 0]
+    np.testing.assert_allclose(distances, [0.0, 1.0], atol=1e-6)
+
+
+@pytest.mark.parametrize("distance", ["cosine", "euclidean", "manhattan"])
+def test_chunked_lookup_equals_one_chunk(distance):
+    rng = np.random.default_rng(1)
+    keys, queries = rng.normal(size=(50, 4)), rng.normal(size=(23, 4))
+    whole = LinearSearch(distance, dim=4)
+    chunked = LinearSearch(distance, dim=4, max_chunk_elements=120)  # 2 queries a chunk
+    for search in (whole, chunked):
+        search.batch_add(keys, np.arange(50))
+    want, got = whole.batch_lookup(queries, k=4), chunked.batch_lookup(queries, k=4)
+    np.testing.assert_array_equal(got[0], want[0])
+    # Matrix products of another shape round differently in the last bits.
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+
+
+def test_many_single_adds_grow_the_index():
+    rng = np.random.default_rng(2)
+    keys = rng.normal(size=(100, 3))
+    search = LinearSearch("euclidean", dim=3)
+    for i, key in enumerate(keys):
+        search.add(key, 500 + i)
+    assert search.size() == 100
+    idxs, distances = search.batch_lookup(keys, k=1)
+    np.testing.assert_array_equal(idxs[:, 0], 500 + np.arange(100))
+    np.testing.assert_allclose(distances[:, 0], 0.0, atol=1e-3)
+
+
+def test_config_round_trip():
+    search = LinearSearch("l2", dim=5, max_chunk_elements=99, name="mine")
+    config = search.get_config()
+    assert config == {
+        "distance": "euclidean",
+        "dim": 5,
+        "name": "mine",
+        "verbose": 0,
+        "max_chunk_elements": 99,
+    }
+    assert LinearSearch.from_config(config).get_config() == config

@@ -1,0 +1,143 @@
+"""MemoryStore: records in and out, save/load with a format version, errors before any work."""
+
+from __future__ import annotations
+
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tensorflow_similarity._npz import write_npz
+from tensorflow_similarity.stores import MemoryStore
+
+
+def _filled():
+    store = MemoryStore()
+    rng = np.random.default_rng(0)
+    embeddings = rng.normal(size=(5, 3)).astype(np.float32)
+    images = rng.integers(0, 255, size=(5, 2, 2)).astype(np.uint8)
+    assert store.batch_add(embeddings, labels=[4, 1, 4, 0, 2], data=images) == [0, 1, 2, 3, 4]
+    return store, embeddings, images
+
+
+def test_records_come_back_as_added():
+    store, embeddings, images = _filled()
+    assert store.add(np.ones(3), label=None, data="text") == 5
+    assert store.size() == len(store) == 6
+    got_embeddings, labels, data = store.batch_get([5, 2, 0])
+    np.testing.assert_array_equal(
+        got_embeddings, np.stack([np.ones(3), embeddings[2], embeddings[0]])
+    )
+    assert labels == [None, 4, 4]
+    assert data[0] == "text"
+    np.testing.assert_array_equal(data[1], images[2])
+    embedding, label, item = store.get(3)
+    np.testing.assert_array_equal(embedding, embeddings[3])
+    assert label == 0 and isinstance(label, int)
+    np.testing.assert_array_equal(item, images[3])
+
+
+def test_no_labels_and_no_data():
+    store = MemoryStore()
+    store.batch_add(np.zeros((2, 4)))
+    assert store.batch_get([0, 1])[1:] == ([None, None], [None, None])
+
+
+@pytest.mark.parametrize("data_kind", ["array", "object", "none"])
+def test_save_load_round_trip(tmp_path, data_kind):
+    store = MemoryStore()
+    embeddings = np.arange(12, dtype=np.float32).reshape(4, 3)
+    data = {
+        "array": np.arange(8).reshape(4, 2),
+        "object": ["a", {"b": 1}, None, np.ones(3)],
+        "none": None,
+    }[data_kind]
+    store.batch_add(embeddings, labels=[1, None, 3, 4], data=data)
+    store.save(tmp_path, compression=data_kind != "none")
+    loaded = MemoryStore()
+    loaded.add(np.ones(7), 9)  # replaced, not appended to
+    assert loaded.load(tmp_path) == 4
+    got, labels, got_data = loaded.batch_get([0, 1, 2, 3])
+    np.testing.assert_array_equal(got, embeddings)
+    assert labels == [1, None, 3, 4]
+    want = [None] * 4 if data is None else list(data)
+    for a, b in zip(got_data, want, strict=True):
+        if isinstance(b, np.ndarray):
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a == b
+    assert loaded.add(np.zeros(3)) == 4
+
+
+def test_load_refuses_corrupt_and_other_versions_and_changes_nothing(tmp_path):
+    store, embeddings, _ = _filled()
+    store.save(tmp_path / "good")
+    content = (tmp_path / "good" / "memory_store.npz").read_bytes()
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "memory_store.npz").write_bytes(content[: len(content) // 2])
+    write_npz(
+        tmp_path / "v2" / "memory_store.npz",
+        {"embeddings": np.zeros((1, 3))},
+        kind="MemoryStore",
+        format_version=2,
+    )
+    target = MemoryStore()
+    target.batch_add(np.ones((2, 6)), labels=[7, 8])
+    with pytest.raises(ValueError, match="corrupt"):
+        target.load(tmp_path / "corrupt")
+    with pytest.raises(ValueError, match="format version 2"):
+        target.load(tmp_path / "v2")
+    with pytest.raises(FileNotFoundError):
+        target.load(tmp_path / "missing")
+    assert target.size() == 2 and target.batch_get([0, 1])[1] == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda s: s.batch_add(np.ones((2, 4))), ValueError, r"\[n, 3\]"),
+        (lambda s: s.batch_add(np.ones((2, 3)), labels=[1]), ValueError, "one label per"),
+        (lambda s: s.batch_add(np.ones((2, 3)), labels=[1, "cat"]), ValueError, "integers"),
+        (lambda s: s.batch_add(np.ones((2, 3)), data=[1, 2, 3]), ValueError, "one item per"),
+        (lambda s: s.batch_add(np.full((1, 3), np.inf)), ValueError, "NaN"),
+        (lambda s: s.add(np.ones((1, 3))), ValueError, "batch_add"),
+        (lambda s: s.get(5), IndexError, "no record 5"),
+        (lambda s: s.batch_get([0, -1]), IndexError, "no record -1"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(call, error, match):
+    store, embeddings, _ = _filled()
+    with pytest.raises(error, match=match):
+        call(store)
+    assert store.size() == 5
+    np.testing.assert_array_equal(store.batch_get(range(5))[0], embeddings)
+
+
+def test_reset_and_reuse_with_another_size():
+    store, _, _ = _filled()
+    store.reset()
+    assert store.size() == 0 and store.dim is None
+    assert store.batch_add(np.ones((1, 9))) == [0]
+
+
+def test_to_data_frame():
+    pytest.importorskip("pandas")
+    store, embeddings, _ = _filled()
+    frame = store.to_data_frame(num_records=2)
+    assert list(frame.columns) == ["embeddings", "labels", "data"]
+    assert len(frame) == 2 and frame["labels"].tolist() == [4, 1]
+    np.testing.assert_array_equal(frame["embeddings"][1], embeddings[1])
+    assert len(store.to_data_frame()) == 5
+
+
+def test_to_data_frame_without_pandas_names_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # makes `import pandas` fail
+    with pytest.raises(ImportError, match="pip install pandas"):
+        _filled()[0].to_data_frame()
+
+
+def test_keras_serialisation():
+    store = MemoryStore(name="mine")
+    rebuilt = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(store))
+    assert type(rebuilt) is MemoryStore and rebuilt.get_config() == {"name": "mine", "verbose": 0}
