@@ -31,6 +31,9 @@ setup(
         "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
         "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
         "viz": ["matplotlib>=3.6", "umap-learn>=0.5"],
+        # FaissSearch; the package imports without it.
+        "faiss": ["faiss-cpu>=1.7.4"],
+        "pandas": ["pandas>=1.5"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
@@ -42,6 +45,8 @@ setup(
             "nbclient>=0.10",
             "nbformat>=5.9",
             "ipykernel>=6",
+            "faiss-cpu>=1.7.4",
+            "pandas>=1.5",
         ],
     },
     entry_points={"console_scripts": ["tfsim=tensorflow_similarity.cli:main"]},

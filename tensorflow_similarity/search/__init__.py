@@ -1,5 +1,8 @@
 """Nearest-neighbour search indexes: the exact `LinearSearch` (the default) and `FaissSearch`.
 
+`FaissSearch` imports faiss when it is created, so the package imports
+without it.
+
 Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
 `lookup`, `batch_lookup(embeddings, k) -> (idxs, distances)` nearest first,
 `size`, `reset`, `save(path)`/`load(path)` and `get_config`.
@@ -7,7 +10,8 @@ Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
 
 from __future__ import annotations
 
+from tensorflow_similarity.search.faiss_search import FaissSearch
 from tensorflow_similarity.search.linear_search import LinearSearch
 from tensorflow_similarity.search.search import Search
 
-__all__ = ["LinearSearch", "Search"]
+__all__ = ["FaissSearch", "LinearSearch", "Search"]

@@ -1,17 +1,28 @@
-"""The contract every search backend keeps: verbs, save/load, and errors before any work."""
+"""The contract every search backend keeps: verbs, save/load, errors before any work.
+
+Run for LinearSearch and for FaissSearch flat and hnsw (when faiss is installed).
+"""
 
 from __future__ import annotations
+
+import importlib.util
 
 import keras
 import numpy as np
 import pytest
 
 from tensorflow_similarity._npz import write_npz
-from tensorflow_similarity.search import LinearSearch
+from tensorflow_similarity.search import FaissSearch, LinearSearch
 from tests.search.references import knn_loop
 
 DIM = 8
-BACKENDS = {"linear": lambda distance, dim=DIM: LinearSearch(distance, dim=dim)}
+# On 40 embeddings hnsw explores the whole graph, so it is exact too.
+BACKENDS = {
+    "linear": lambda distance, dim=DIM: LinearSearch(distance, dim=dim),
+}
+if importlib.util.find_spec("faiss") is not None:
+    BACKENDS["faiss_flat"] = lambda distance, dim=DIM: FaissSearch(distance, dim=dim)
+    BACKENDS["faiss_hnsw"] = lambda distance, dim=DIM: FaissSearch(distance, dim=dim, algo="hnsw")
 
 
 @pytest.fixture(params=sorted(BACKENDS))

@@ -1,0 +1,320 @@
+"""Nearest-neighbour search on faiss: exact (flat) or approximate (hnsw, ivfpq)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import keras
+import numpy as np
+
+from tensorflow_similarity._growing_array import GrowingArray
+from tensorflow_similarity._npz import read_npz, write_npz
+from tensorflow_similarity._validation import check_choice, check_int
+from tensorflow_similarity.distances import (
+    CosineDistance,
+    Distance,
+    EuclideanDistance,
+    InnerProductSimilarity,
+    ManhattanDistance,
+    SquaredEuclideanDistance,
+)
+from tensorflow_similarity.search.search import Search
+
+FORMAT_VERSION = 1
+FILE_NAME = "faiss_search.npz"
+ALGOS = ("flat", "hnsw", "ivfpq")
+_SUPPORTED = (
+    CosineDistance,
+    InnerProductSimilarity,
+    EuclideanDistance,
+    SquaredEuclideanDistance,
+    ManhattanDistance,
+)
+
+
+def import_faiss(owner: str = "FaissSearch") -> ModuleType:
+    """Returns the `faiss` module, or raises an ImportError naming the install."""
+    try:
+        return importlib.import_module("faiss")
+    except ImportError as err:
+        raise ImportError(
+            f"{owner} needs faiss, which is not installed. Install it with: "
+            "pip install 'tensorflow-similarity[faiss]' (or pip install faiss-cpu)."
+        ) from err
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class FaissSearch(Search):
+    """k-nearest-neighbour search on a faiss index (`pip install 'tensorflow-similarity[faiss]'`).
+
+    Three algorithms:
+
+    - `"flat"` (the default): exact, every query against every embedding,
+      faiss' own brute force.
+    - `"hnsw"`: approximate, a hierarchical navigable small-world graph
+      (`IndexHNSWFlat`); `hnsw_m` links per node, `ef_construction` and
+      `ef_search` trade build and query time for recall. No training.
+    - `"ivfpq"`: approximate and compressed, an inverted file of `nlist`
+      cells with product-quantised codes (`m` sub-vectors of `nbits` bits;
+      `dim` must be a multiple of `m`), searching `nprobe` cells. It must be
+      trained: the first `batch_add` trains it on its embeddings (which must
+      number at least `max(nlist, 2**nbits)`; faiss advises 39 per cell)
+      unless `train(samples)` was called before. Approximate scores, so
+      the reported distances are approximate too. Not for Manhattan.
+
+    Distances are reported as `LinearSearch` reports them: for cosine the
+    embeddings and queries are L2-normalised and faiss' inner product `s`
+    becomes `1 - s`; faiss' squared L2 becomes the Euclidean distance by a
+    square root (`"squared_euclidean"` keeps it); inner product is reported
+    negated. Should an approximate index find fewer than `k` neighbours
+    (ivfpq with few cells probed), the missing ones are id -1 at distance
+    `inf`. SNR and custom distances are not supported (use `LinearSearch`).
+    faiss uses every core (OpenMP); `faiss.omp_set_num_threads` changes that.
+
+    Args:
+        distance: A `Distance` or its name. Defaults to `"cosine"`.
+        dim: The size of the embeddings.
+        algo: `"flat"`, `"hnsw"` or `"ivfpq"`. Defaults to `"flat"`.
+        m: ivfpq: sub-vectors per code. Defaults to 8.
+        nbits: ivfpq: bits per sub-vector code. Defaults to 8.
+        nlist: ivfpq: number of cells. Defaults to 1024.
+        nprobe: ivfpq: cells searched per query. Defaults to 1.
+        hnsw_m: hnsw: links per node. Defaults to 32.
+        ef_construction: hnsw: candidate list size while building. Defaults
+            to 100.
+        ef_search: hnsw: candidate list size while searching (raised to `k`
+            when smaller). Defaults to 128.
+        name: The index's name. Defaults to `"faiss"`.
+        verbose: Verbosity. Defaults to 0.
+
+    Raises:
+        ImportError: If faiss is not installed.
+        ValueError: If the distance or an argument is not supported.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from tensorflow_similarity.search import FaissSearch
+    >>> search = FaissSearch("l2", dim=2, algo="flat")
+    >>> search.batch_add(np.array([[0.0, 0.0], [3.0, 4.0]]), idxs=[10, 11])
+    >>> idxs, distances = search.lookup(np.array([3.0, 3.0]), k=2)
+    >>> idxs.tolist(), np.round(distances, 4).tolist()
+    ([11, 10], [1.0, 4.2426])
+    """
+
+    default_name = "faiss"
+
+    def __init__(
+        self,
+        distance: Distance | str = "cosine",
+        dim: int = 0,
+        algo: str = "flat",
+        m: int = 8,
+        nbits: int = 8,
+        nlist: int = 1024,
+        nprobe: int = 1,
+        hnsw_m: int = 32,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        name: str | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(distance=distance, dim=dim, name=name, verbose=verbose)
+        owner = type(self).__name__
+        self.algo = check_choice(
+            "algo",
+            algo,
+            ALGOS,
+            owner=owner,
+            hint="flat is exact; hnsw and ivfpq are approximate.",
+        )
+        self.m = check_int("m", m, minimum=1, owner=owner)
+        self.nbits = check_int("nbits", nbits, minimum=1, owner=owner)
+        self.nlist = check_int("nlist", nlist, minimum=1, owner=owner)
+        self.nprobe = check_int("nprobe", nprobe, minimum=1, owner=owner)
+        self.hnsw_m = check_int("hnsw_m", hnsw_m, minimum=2, owner=owner)
+        self.ef_construction = check_int("ef_construction", ef_construction, minimum=1, owner=owner)
+        self.ef_search = check_int("ef_search", ef_search, minimum=1, owner=owner)
+        if not isinstance(self.distance, _SUPPORTED):
+            raise ValueError(
+                f"{owner} supports the distances cosine, inner_product, euclidean, "
+                f"squared_euclidean and manhattan; got {self.distance.name!r}. Use "
+                "LinearSearch for it."
+            )
+        if self.algo == "ivfpq":
+            if isinstance(self.distance, ManhattanDistance):
+                raise ValueError(
+                    f"{owner}: algo='ivfpq' quantises for L2 or inner product, not manhattan. "
+                    "Use algo='flat' or 'hnsw'."
+                )
+            if self.dim % self.m:
+                raise ValueError(
+                    f"{owner}: algo='ivfpq' splits embeddings into m={self.m} sub-vectors, so "
+                    f"dim={self.dim} must be a multiple of m. Pass an m that divides {self.dim}."
+                )
+        self._faiss = import_faiss(owner)
+        self._idxs_buffer = GrowingArray((), np.int64)
+        self._index = self._new_index()
+
+    # Search's verbs.
+
+    def size(self) -> int:
+        return len(self._idxs_buffer)
+
+    def reset(self) -> None:
+        """Empties the index; a trained ivfpq must be trained again."""
+        self._idxs_buffer.clear()
+        self._index = self._new_index()
+
+    def is_built(self) -> bool:
+        """Whether the index is trained (always, except ivfpq before `train`)."""
+        return bool(self._index.is_trained)
+
+    def train(self, samples: Any) -> None:
+        """Trains an ivfpq index on `samples` (a no-op for flat and hnsw).
+
+        Args:
+            samples: `[n, dim]` embeddings like those to be indexed, at least
+                `max(nlist, 2**nbits)` of them.
+
+        Raises:
+            ValueError: If the samples are of the wrong shape or too few.
+        """
+        samples = self._embeddings(samples, what="training samples")
+        if self.algo == "ivfpq":
+            self._check_trainable(len(samples))
+            self._index.train(self._prepare(samples))
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **super().get_config(),
+            "algo": self.algo,
+            "m": self.m,
+            "nbits": self.nbits,
+            "nlist": self.nlist,
+            "nprobe": self.nprobe,
+            "hnsw_m": self.hnsw_m,
+            "ef_construction": self.ef_construction,
+            "ef_search": self.ef_search,
+        }
+
+    def _add(self, embeddings: np.ndarray, idxs: np.ndarray) -> None:
+        prepared = self._prepare(embeddings)
+        if not self._index.is_trained:
+            self._check_trainable(len(embeddings))
+            self._index.train(prepared)
+        self._index.add(prepared)
+        self._idxs_buffer.extend(idxs)
+
+    def _lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.algo == "hnsw":
+            self._index.hnsw.efSearch = max(self.ef_search, k)
+        scores, positions = self._index.search(self._prepare(queries), k)
+        found = positions >= 0
+        idxs = np.where(found, self._idxs_buffer.view()[np.where(found, positions, 0)], -1)
+        if isinstance(self.distance, CosineDistance):
+            distances = np.maximum(1.0 - scores, 0.0)
+        elif isinstance(self.distance, InnerProductSimilarity):
+            distances = -scores
+        elif isinstance(self.distance, EuclideanDistance):
+            distances = np.sqrt(np.maximum(scores, 0.0))
+        else:
+            distances = np.maximum(scores, 0.0)
+        distances = np.where(found, distances, np.inf).astype(np.float32)
+        return idxs.astype(np.int64), distances
+
+    def _save(self, path: Path) -> None:
+        write_npz(
+            path / FILE_NAME,
+            {
+                "config": np.array(json.dumps(self.get_config())),
+                "index": self._faiss.serialize_index(self._index),
+                "idxs": self._idxs_buffer.view(),
+            },
+            kind=type(self).__name__,
+            format_version=FORMAT_VERSION,
+        )
+
+    def _load(self, path: Path) -> None:
+        owner = type(self).__name__
+        arrays = read_npz(
+            path / FILE_NAME,
+            kind=owner,
+            format_version=FORMAT_VERSION,
+            keys=("config", "index", "idxs"),
+            owner=owner,
+        )
+        config = json.loads(str(arrays["config"]))
+        self._check_saved_config(config, path)
+        if config.get("algo") != self.algo:
+            raise ValueError(
+                f"{owner}: the index saved in {str(path)!r} has algo={config.get('algo')!r} but "
+                f"this index has algo={self.algo!r}. Create the index with "
+                f"algo={config.get('algo')!r} to load it."
+            )
+        try:
+            index = self._faiss.deserialize_index(arrays["index"])
+        except RuntimeError as err:
+            raise ValueError(
+                f"{owner}: the faiss index in {str(path / FILE_NAME)!r} is corrupt ({err}). "
+                "Save the index again."
+            ) from err
+        if index.ntotal != len(arrays["idxs"]) or index.d != self.dim:
+            raise ValueError(
+                f"{owner}: {str(path / FILE_NAME)!r} is inconsistent ({index.ntotal} embeddings "
+                f"of size {index.d}, {len(arrays['idxs'])} ids). Save the index again."
+            )
+        self._index = index
+        self._configure(index)
+        self._idxs_buffer.replace(arrays["idxs"].astype(np.int64))
+
+    # faiss.
+
+    def _metric(self) -> int:
+        if isinstance(self.distance, (CosineDistance, InnerProductSimilarity)):
+            return self._faiss.METRIC_INNER_PRODUCT
+        if isinstance(self.distance, ManhattanDistance):
+            return self._faiss.METRIC_L1
+        return self._faiss.METRIC_L2
+
+    def _new_index(self) -> Any:
+        faiss, metric = self._faiss, self._metric()
+        if self.algo == "flat":
+            index = faiss.IndexFlat(self.dim, metric)
+        elif self.algo == "hnsw":
+            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, metric)
+            index.hnsw.efConstruction = self.ef_construction
+        else:
+            index = faiss.index_factory(
+                self.dim, f"IVF{self.nlist},PQ{self.m}x{self.nbits}", metric
+            )
+        self._configure(index)
+        return index
+
+    def _configure(self, index: Any) -> None:
+        """Applies the query-time settings, which faiss does not always serialise."""
+        if self.algo == "hnsw":
+            index.hnsw.efSearch = self.ef_search
+        elif self.algo == "ivfpq":
+            self._faiss.extract_index_ivf(index).nprobe = self.nprobe
+
+    def _prepare(self, embeddings: np.ndarray) -> np.ndarray:
+        """A float32 C-contiguous copy, L2-normalised for cosine."""
+        prepared = np.array(embeddings, dtype=np.float32, order="C")
+        if isinstance(self.distance, CosineDistance):
+            self._faiss.normalize_L2(prepared)
+        return prepared
+
+    def _check_trainable(self, count: int) -> None:
+        needed = max(self.nlist, 2**self.nbits)
+        if count < needed:
+            raise ValueError(
+                f"{type(self).__name__}: algo='ivfpq' trains on its first batch_add (or on "
+                f"train(samples)), which needs at least max(nlist, 2**nbits) = {needed} "
+                f"embeddings; got {count}. Call train() with more samples first, or lower "
+                "nlist and nbits."
+            )
