@@ -102,7 +102,7 @@ class FaissSearch(Search):
     >>> search = FaissSearch("l2", dim=2, algo="flat")
     >>> search.batch_add(np.array([[0.0, 0.0], [3.0, 4.0]]), idxs=[10, 11])
     >>> idxs, distances = search.lookup(np.array([3.0, 3.0]), k=2)
-    >>> idxs.tolist(), np.round(distances, 4).tolist()
+    >>> idxs.tolist(), [round(float(d), 4) for d in distances]
     ([11, 10], [1.0, 4.2426])
     """
 

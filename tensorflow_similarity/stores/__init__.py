@@ -1,8 +1,13 @@
-"""Key-value stores of indexed records `(embedding, label, data)`: `MemoryStore`."""
+"""Key-value stores of indexed records `(embedding, label, data)`.
+
+`MemoryStore` keeps them in memory; `MemmapStore` in files on disk, for
+indexes larger than memory.
+"""
 
 from __future__ import annotations
 
+from tensorflow_similarity.stores.memmap_store import MemmapStore
 from tensorflow_similarity.stores.memory_store import MemoryStore
 from tensorflow_similarity.stores.store import Store
 
-__all__ = ["MemoryStore", "Store"]
+__all__ = ["MemmapStore", "MemoryStore", "Store"]

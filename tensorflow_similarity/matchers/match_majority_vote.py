@@ -1,0 +1,41 @@
+"""Matching by majority vote of the neighbours."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+from tensorflow_similarity.matchers.classification_match import ClassificationMatch
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class MatchMajorityVote(ClassificationMatch):
+    """The derived label is the most common among the `K` neighbours; the distance their mean.
+
+    A tie goes to the tied label that appears first, that is nearest (as
+    0.17's `tf.unique_with_counts` + `argmax` did). The distance is the mean
+    distance of all `K` neighbours, as in 0.17.
+
+    Args:
+        name: Defaults to `"majority_vote"`.
+        canonical_name: Defaults to `"match_majority_vote"`.
+
+    Example:
+
+    >>> from tensorflow_similarity.matchers import MatchMajorityVote
+    >>> labels, distances = MatchMajorityVote().match([[3, 1, 1]], [[0.1, 0.2, 0.6]])
+    >>> labels.tolist(), distances.round(6).tolist()
+    ([[1]], [[0.3]])
+    """
+
+    default_name = "majority_vote"
+    default_canonical_name = "match_majority_vote"
+
+    def derive_match(
+        self, lookup_labels: np.ndarray, lookup_distances: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        # votes[i, j]: how many of row i's neighbours share neighbour j's label.
+        votes = (lookup_labels[:, :, np.newaxis] == lookup_labels[:, np.newaxis, :]).sum(axis=2)
+        winners = np.argmax(votes, axis=1)  # first maximum: the nearest of the tied labels
+        labels = np.take_along_axis(lookup_labels, winners[:, np.newaxis], axis=1)
+        return labels, lookup_distances.mean(axis=1, keepdims=True)

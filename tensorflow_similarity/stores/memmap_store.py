@@ -1,0 +1,259 @@
+"""A store whose records live in files on disk, read through NumPy memory maps."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from tensorflow_similarity.stores.store import Store
+
+FORMAT_VERSION = 1
+META_NAME = "memmap_store.json"
+# Column files: name -> dtype of one element.
+_COLUMNS = {"embeddings": np.float32, "labels": np.int64, "has_label": np.uint8}
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class MemmapStore(Store):
+    """Records in raw files in the folder `path`, for indexes larger than memory.
+
+    Each column is a file of fixed-size rows appended in place:
+    `embeddings.bin` (float32 `[n, dim]`), `labels.bin` (int64),
+    `has_label.bin` (uint8) and, when records carry data, `data.bin`. Reads
+    go through `numpy.memmap`, so only the rows asked for are paged in.
+    `memmap_store.json` holds the format version, `dim`, the data's dtype
+    and shape, and the record count, rewritten (atomically) after the
+    column files are appended and flushed: a crash during `batch_add`
+    leaves the store as it was before that batch, and the extra bytes are
+    cut on the next append. Data must be numeric arrays of one shape and
+    dtype (images, say), fixed by the first batch that has data; a store
+    whose first batch had no data takes none. Opening a folder that holds a
+    store reopens it.
+
+    `save(path)` copies the files into another folder (`compression` is
+    ignored: raw rows are what makes the memory maps work); `load(path)`
+    checks the saved store there completely, then copies it in over this
+    one.
+
+    Args:
+        path: The folder of the files (created if needed).
+        name: The store's name. Defaults to `"memmap"`.
+        verbose: Verbosity. Defaults to 0.
+
+    Raises:
+        ValueError: If `path` holds a store of another format version, or
+            whose files are shorter than its count says.
+
+    Example:
+
+    >>> import tempfile
+    >>> from tensorflow_similarity.stores import MemmapStore
+    >>> store = MemmapStore(tempfile.mkdtemp())
+    >>> store.batch_add([[0.0, 1.0], [1.0, 0.0]], labels=[3, None])
+    [0, 1]
+    >>> store.get(1)[1] is None, MemmapStore(store.path).size()
+    (True, 2)
+    """
+
+    default_name = "memmap"
+
+    def __init__(self, path: Path | str, name: str | None = None, verbose: int = 0) -> None:
+        super().__init__(name=name, verbose=verbose)
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if (self.path / META_NAME).exists():
+            self._meta = _read_meta(self.path, type(self).__name__)
+        else:
+            self._meta = {"dim": None, "count": 0, "data": None}
+            self._write_meta()
+        self._maps: dict[str, np.ndarray] | None = None
+
+    @property
+    def dim(self) -> int | None:
+        return self._meta["dim"]
+
+    def size(self) -> int:
+        return self._meta["count"]
+
+    def reset(self) -> None:
+        self._maps = None
+        for file in self.path.glob("*.bin"):
+            file.unlink()
+        self._meta = {"dim": None, "count": 0, "data": None}
+        self._write_meta()
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "path": str(self.path)}
+
+    def _add(
+        self, embeddings: np.ndarray, labels: np.ndarray, has_label: np.ndarray, data: list[Any]
+    ) -> None:
+        data_spec, data_rows = self._check_record_data(data)
+        columns = {
+            "embeddings": embeddings.astype(np.float32),
+            "labels": labels.astype(np.int64),
+            "has_label": has_label.astype(np.uint8),
+        }
+        if data_rows is not None:
+            columns["data"] = data_rows
+        count = self.size()
+        self._maps = None
+        for column, rows in columns.items():
+            file = self.path / f"{column}.bin"
+            row_bytes = rows[0].nbytes if len(rows) else 0
+            with open(file, "ab") as handle:
+                pass  # creates the file if needed
+            with open(file, "r+b") as handle:
+                handle.truncate(count * row_bytes)  # drops a crashed batch's bytes
+                handle.seek(0, os.SEEK_END)
+                handle.write(np.ascontiguousarray(rows).tobytes())
+                handle.flush()
+                os.fsync(handle.fileno())
+        self._meta = {
+            "dim": embeddings.shape[1],
+            "count": count + len(embeddings),
+            "data": data_spec,
+        }
+        self._write_meta()
+
+    def _get(self, idxs: np.ndarray) -> tuple[np.ndarray, list[int | None], list[Any]]:
+        if self.size() == 0:
+            return np.zeros((0, 0), np.float32), [], []
+        maps = self._memory_maps()
+        labels, has_label = maps["labels"][idxs], maps["has_label"][idxs]
+        data = list(maps["data"][idxs]) if "data" in maps else [None] * len(idxs)
+        return (
+            np.array(maps["embeddings"][idxs]),
+            [int(label) if has else None for label, has in zip(labels, has_label, strict=True)],
+            data,
+        )
+
+    def _save(self, path: Path, compression: bool) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        if path.resolve() == self.path.resolve():
+            return
+        for column in (*_COLUMNS, "data"):
+            source = self.path / f"{column}.bin"
+            if source.exists():
+                shutil.copyfile(source, path / f"{column}.bin")
+        shutil.copyfile(self.path / META_NAME, path / META_NAME)
+
+    def _load(self, path: Path) -> None:
+        owner = type(self).__name__
+        if not (path / META_NAME).is_file():
+            raise FileNotFoundError(
+                f"{owner}: no saved store at {str(path)!r} (no {META_NAME}). Pass the folder "
+                "given to save()."
+            )
+        meta = _read_meta(path, owner)
+        if path.resolve() == self.path.resolve():
+            self._meta, self._maps = meta, None
+            return
+        staged = []
+        for column in (*_COLUMNS, "data"):
+            source = path / f"{column}.bin"
+            if source.exists():
+                partial = self.path / f"{column}.bin.partial"
+                shutil.copyfile(source, partial)
+                staged.append((partial, self.path / f"{column}.bin"))
+        self._maps = None
+        (self.path / "data.bin").unlink(missing_ok=True)
+        for partial, target in staged:
+            os.replace(partial, target)
+        self._meta = meta
+        self._write_meta()
+
+    def _memory_maps(self) -> dict[str, np.ndarray]:
+        if self._maps is None:
+            count, dim, spec = self.size(), self.dim, self._meta["data"]
+            shapes = {"embeddings": (count, dim), "labels": (count,), "has_label": (count,)}
+            self._maps = {
+                column: np.memmap(self.path / f"{column}.bin", _COLUMNS[column], "r", shape=shape)
+                for column, shape in shapes.items()
+            }
+            if spec is not None:
+                self._maps["data"] = np.memmap(
+                    self.path / "data.bin", spec["dtype"], "r", shape=(count, *spec["shape"])
+                )
+        return self._maps
+
+    def _check_record_data(self, data: list[Any]) -> tuple[dict | None, np.ndarray | None]:
+        owner = type(self).__name__
+        spec = self._meta["data"]
+        if all(item is None for item in data):
+            if spec is not None:
+                raise ValueError(
+                    f"{owner}: this store keeps data with every record (arrays of shape "
+                    f"{spec['shape']}, {spec['dtype']}); pass data for these records too."
+                )
+            return None, None
+        if self.size() and spec is None:
+            raise ValueError(
+                f"{owner}: this store's first records had no data, so it keeps none; add "
+                "these records without data, or use a new store."
+            )
+        try:
+            rows = np.stack([np.asarray(item) for item in data])
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"{owner}: data must be arrays of one shape and dtype ({err}). Keep other data "
+                "in a MemoryStore."
+            ) from err
+        if rows.dtype == object or rows.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{owner}: data must be numeric arrays; got dtype {rows.dtype}. Keep other data "
+                "in a MemoryStore."
+            )
+        found = {"dtype": rows.dtype.str, "shape": list(rows.shape[1:])}
+        if spec is not None and found != spec:
+            raise ValueError(
+                f"{owner}: data must be arrays of shape {spec['shape']} and dtype "
+                f"{spec['dtype']}, as the first records'; got {found['shape']} {found['dtype']}."
+            )
+        return found, rows
+
+    def _write_meta(self) -> None:
+        meta = {"format_version": FORMAT_VERSION, "kind": type(self).__name__, **self._meta}
+        partial = self.path / (META_NAME + ".partial")
+        partial.write_text(json.dumps(meta))
+        os.replace(partial, self.path / META_NAME)
+
+
+def _read_meta(path: Path, owner: str) -> dict[str, Any]:
+    """Reads and checks a store's metadata and the length of its files."""
+    try:
+        meta = json.loads((path / META_NAME).read_text())
+        version, kind = meta["format_version"], meta["kind"]
+        dim, count, spec = meta["dim"], int(meta["count"]), meta["data"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"{owner}: {str(path / META_NAME)!r} is not a readable store description "
+            f"({type(err).__name__}: {err}). The store is corrupt."
+        ) from err
+    if kind != owner or version != FORMAT_VERSION:
+        raise ValueError(
+            f"{owner}: {str(path)!r} holds a {kind!r} store of format version {version}; this "
+            f"version reads {owner!r} stores of format version {FORMAT_VERSION}."
+        )
+    row_bytes = {
+        "embeddings": 4 * (dim or 0),
+        "labels": 8,
+        "has_label": 1,
+    }
+    if spec is not None:
+        row_bytes["data"] = np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
+    for column, size in row_bytes.items():
+        file = path / f"{column}.bin"
+        found = file.stat().st_size if file.exists() else 0
+        if count and found < count * size:
+            raise ValueError(
+                f"{owner}: {str(file)!r} holds {found} bytes but {count} records need "
+                f"{count * size}. The store is corrupt or truncated."
+            )
+    return {"dim": dim, "count": count, "data": spec}

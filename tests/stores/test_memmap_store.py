@@ -1,0 +1,127 @@
+"""MemmapStore: records on disk, reopened, crash-safe appends, save/load, errors before work."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from tensorflow_similarity.stores import MemmapStore, MemoryStore
+
+
+def _records(seed=0, count=6):
+    rng = np.random.default_rng(seed)
+    embeddings = rng.normal(size=(count, 4)).astype(np.float32)
+    labels = [int(v) for v in rng.integers(0, 5, count)]
+    images = rng.integers(0, 255, size=(count, 3, 2)).astype(np.uint8)
+    return embeddings, labels, images
+
+
+def test_records_match_a_memory_store_and_survive_reopening(tmp_path):
+    embeddings, labels, images = _records()
+    labels[2] = None
+    disk, memory = MemmapStore(tmp_path / "s"), MemoryStore()
+    for store in (disk, memory):
+        assert store.batch_add(embeddings[:4], labels[:4], images[:4]) == [0, 1, 2, 3]
+        assert store.add(embeddings[4], labels[4], images[4]) == 4
+        store.batch_add(embeddings[5:], labels[5:], images[5:])
+    reopened = MemmapStore(tmp_path / "s")
+    for store in (disk, reopened):
+        got, want = store.batch_get([5, 2, 0]), memory.batch_get([5, 2, 0])
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == [labels[5], None, labels[0]]
+        for a, b in zip(got[2], want[2], strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert reopened.size() == 6 and reopened.dim == 4
+
+
+def test_a_crashed_batch_is_invisible_and_cut_on_the_next_append(tmp_path):
+    embeddings, labels, _ = _records()
+    store = MemmapStore(tmp_path)
+    store.batch_add(embeddings[:3], labels[:3])
+    with open(tmp_path / "embeddings.bin", "ab") as handle:  # half a batch, no metadata
+        handle.write(b"\x00" * 40)
+    reopened = MemmapStore(tmp_path)
+    assert reopened.size() == 3
+    reopened.batch_add(embeddings[3:], labels[3:])
+    np.testing.assert_array_equal(MemmapStore(tmp_path).batch_get(range(6))[0], embeddings)
+    assert (tmp_path / "embeddings.bin").stat().st_size == 6 * 4 * 4
+
+
+def test_save_then_load_into_another_store(tmp_path):
+    embeddings, labels, images = _records()
+    store = MemmapStore(tmp_path / "a")
+    store.batch_add(embeddings, labels, images)
+    store.save(tmp_path / "saved")
+    other = MemmapStore(tmp_path / "b")
+    other.batch_add(np.ones((2, 9)))
+    assert other.load(tmp_path / "saved") == 6
+    np.testing.assert_array_equal(other.batch_get([3])[2][0], images[3])
+    other.batch_add(embeddings[:1], [1], images[:1])  # the copy is independent
+    assert other.size() == 7 and MemmapStore(tmp_path / "saved").size() == 6
+
+
+def test_corrupt_truncated_or_foreign_files_are_refused_and_change_nothing(tmp_path):
+    embeddings, labels, _ = _records()
+    MemmapStore(tmp_path / "good").batch_add(embeddings, labels)
+    target = MemmapStore(tmp_path / "target")
+    target.batch_add(np.ones((2, 3)), [7, 8])
+    (tmp_path / "bad_json").mkdir()
+    (tmp_path / "bad_json" / "memmap_store.json").write_text("{not json")
+    with pytest.raises(ValueError, match="corrupt"):
+        target.load(tmp_path / "bad_json")
+    MemmapStore(tmp_path / "short").batch_add(embeddings, labels)
+    with open(tmp_path / "short" / "labels.bin", "r+b") as handle:
+        handle.truncate(10)
+    with pytest.raises(ValueError, match="truncated"):
+        target.load(tmp_path / "short")
+    meta = json.loads((tmp_path / "good" / "memmap_store.json").read_text())
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "memmap_store.json").write_text(json.dumps({**meta, "format_version": 2}))
+    with pytest.raises(ValueError, match="format version 2"):
+        target.load(tmp_path / "v2")
+    with pytest.raises(FileNotFoundError):
+        target.load(tmp_path / "nothing")
+    assert target.size() == 2 and target.batch_get([0, 1])[1] == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda s: s.batch_add(np.ones((1, 4))), "pass data for these records"),
+        (lambda s: s.batch_add(np.ones((1, 4)), data=[np.ones((2, 2))]), r"shape \[3, 2\]"),
+        (lambda s: s.batch_add(np.ones((1, 4)), data=[["a", "b"]]), "numeric"),
+        (lambda s: s.batch_add(np.ones((2, 5)), data=np.ones((2, 3, 2))), r"\[n, 4\]"),
+        (lambda s: s.batch_add(np.ones((2, 4)), labels=[1]), "one label per"),
+    ],
+)
+def test_bad_input_is_refused_before_any_write(tmp_path, call, match):
+    embeddings, labels, images = _records()
+    store = MemmapStore(tmp_path)
+    store.batch_add(embeddings, labels, images)
+    sizes = {file.name: file.stat().st_size for file in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match=match):
+        call(store)
+    assert {file.name: file.stat().st_size for file in tmp_path.iterdir()} == sizes
+    assert store.size() == 6
+
+
+def test_a_store_without_data_refuses_data_later(tmp_path):
+    store = MemmapStore(tmp_path)
+    store.batch_add(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="keeps none"):
+        store.batch_add(np.ones((1, 3)), data=[np.ones(2)])
+    store.reset()
+    assert store.size() == 0 and store.dim is None
+    store.batch_add(np.ones((1, 5)), data=[np.ones(2)])
+    assert store.get(0)[2].tolist() == [1.0, 1.0]
+
+
+def test_config_rebuilds_the_store_on_its_folder(tmp_path):
+    store = MemmapStore(tmp_path)
+    store.batch_add(np.ones((3, 2)), [1, 2, 3])
+    rebuilt = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(store))
+    assert type(rebuilt) is MemmapStore and rebuilt.size() == 3
+    assert rebuilt.get_config() == {"name": "memmap", "verbose": 0, "path": str(tmp_path)}
