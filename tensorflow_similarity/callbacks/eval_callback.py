@@ -24,6 +24,10 @@ from tensorflow_similarity.models import IndexMixin
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
 from tensorflow_similarity.types import unpack_lookup_distances, unpack_lookup_labels
 
+_SCALAR = tf.compat.v1.SummaryMetadata(
+    plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
+)
+
 
 class EvalCallback(keras.callbacks.Callback):
     """Logs matching and retrieval metrics of the model's embeddings after each epoch.
@@ -141,7 +145,10 @@ class EvalCallback(keras.callbacks.Callback):
         if self.tb_writer is not None:
             with self.tb_writer.as_default():
                 for name, value in results.items():
-                    tf.summary.scalar(name, value, step=epoch)
+                    # What tf.summary.scalar writes, without needing TensorBoard installed.
+                    tf.summary.write(
+                        name, tf.constant(value, tf.float32), step=epoch, metadata=_SCALAR
+                    )
             self.tb_writer.flush()
 
     def evaluate(self) -> dict[str, float]:

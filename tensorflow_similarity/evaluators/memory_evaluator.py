@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from tensorflow_similarity.classification_metrics import ClassificationMetric
 from tensorflow_similarity.evaluators.evaluator import Evaluator
@@ -71,15 +70,13 @@ class MemoryEvaluator(Evaluator):
                     f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
                     "neighbours (and index at least that many examples)."
                 )
-        query_labels_t = tf.constant(query_labels)
-        lookup_labels_t = tf.constant(lookup_labels)
-        match_mask = tf.equal(lookup_labels_t, query_labels_t[:, None])
+        match_mask = lookup_labels == query_labels[:, None]
         results: dict[str, Any] = {}
         for metric in retrieval_metrics:
             value = metric.compute(
-                query_labels=query_labels_t,
-                lookup_labels=lookup_labels_t,
-                lookup_distances=tf.constant(distances),
+                query_labels=query_labels,
+                lookup_labels=lookup_labels,
+                lookup_distances=distances,
                 match_mask=match_mask,
             )
             value = np.asarray(value)
@@ -116,16 +113,18 @@ class MemoryEvaluator(Evaluator):
             its values there.
         """
         del verbose
-        thresholds = tf.sort(tf.cast(tf.reshape(distance_thresholds, [-1]), tf.float32))
-        distances = np.round(np.asarray(lookup_distances, dtype=np.float64), distance_rounding)
+        # Thresholds and distances both float32, so that a threshold taken from the
+        # distances admits exactly the distances up to it.
+        thresholds = np.sort(np.asarray(distance_thresholds, np.float32).reshape(-1))
+        distances = np.round(np.asarray(lookup_distances, np.float64), distance_rounding)
         matcher = make_classification_matcher(matcher)
         matcher.compile(distance_thresholds=thresholds)
         matcher.compute_count(
-            query_labels=tf.constant(np.asarray(query_labels)),
-            lookup_labels=tf.constant(np.asarray(lookup_labels)),
-            lookup_distances=tf.constant(distances, dtype=tf.float32),
+            query_labels=np.asarray(query_labels),
+            lookup_labels=np.asarray(lookup_labels),
+            lookup_distances=distances.astype(np.float32),
         )
-        results = {"distance": thresholds.numpy()}
+        results = {"distance": thresholds}
         for metric in metrics:
             value = metric.compute(
                 tp=matcher.tp, fp=matcher.fp, tn=matcher.tn, fn=matcher.fn, count=matcher.count

@@ -6,5 +6,14 @@ from tensorflow_similarity.models.heads import (
     build_projector,
     create_contrastive_model,
 )
+from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.models.similarity_model import SimilarityModel
 
-__all__ = ["ContrastiveModel", "build_predictor", "build_projector", "create_contrastive_model"]
+__all__ = [
+    "ContrastiveModel",
+    "IndexMixin",
+    "SimilarityModel",
+    "build_predictor",
+    "build_projector",
+    "create_contrastive_model",
+]

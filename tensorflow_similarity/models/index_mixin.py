@@ -50,14 +50,20 @@ class IndexMixin:
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
     and `_index_input_shape()`.
+
+    Attributes:
+        index_batch_size: The batch size of the predictions the index API
+            makes (Keras' default of 32 makes many small distributed steps).
+            Defaults to 256.
     """
 
     _ix: Indexer | None = None
+    index_batch_size: int = 256
 
     # Hooks.
 
     def _index_embeddings(self, x: Any) -> Any:
-        return self.predict(x, verbose=0)
+        return self.predict(x, batch_size=self.index_batch_size, verbose=0)
 
     def _index_embedding_size(self, embedding_output: int | None) -> int:
         raise NotImplementedError

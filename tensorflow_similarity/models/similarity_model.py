@@ -194,7 +194,7 @@ class SimilarityModel(IndexMixin, keras.Model):
         return int(output.shape[-1])
 
     def _index_embeddings(self, x: Any) -> Any:
-        predictions = self.predict(x, verbose=0)
+        predictions = self.predict(x, batch_size=self.index_batch_size, verbose=0)
         if isinstance(predictions, dict):
             predictions = [predictions[name] for name in self.output_names]
         if isinstance(predictions, (list, tuple)) and self._index.embedding_output is None:
