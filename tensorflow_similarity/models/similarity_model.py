@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +96,24 @@ class SimilarityModel(IndexMixin, keras.Model):
 
         Raises:
             ValueError: For a bad index argument (checked before Keras
-                compiles), or what `keras.Model.compile` raises.
+                compiles), or what `keras.Model.compile` raises. A model
+                whose output is not `[batch, dim]` embeddings compiles
+                without an index; its index API raises.
         """
         distance = canonical_distance(distance, loss)
-        self.create_index(
-            distance=distance,
-            search=search,
-            kv_store=kv_store,
-            evaluator=evaluator,
-            embedding_output=embedding_output,
-            stat_buffer_size=stat_buffer_size,
-        )
+        if len(self._embedding_output(embedding_output).shape) == 2:
+            self.create_index(
+                distance=distance,
+                search=search,
+                kv_store=kv_store,
+                evaluator=evaluator,
+                embedding_output=embedding_output,
+                stat_buffer_size=stat_buffer_size,
+            )
+        else:
+            # A feature-map model (include_top=False, pooling=None) still trains; its index
+            # API says why it cannot index when it is called.
+            self._ix = None
         self._index_settings = {
             "distance": distance,
             "search": search,
@@ -160,32 +166,28 @@ class SimilarityModel(IndexMixin, keras.Model):
         Args:
             filepath: A `.keras` file.
             overwrite: As for `keras.Model.save`. Defaults to `True`.
-            save_index: Also save the index, if the model has one. Defaults
-                to `True`.
+            save_index: Also save the index, if the model has one (from
+                `compile` or `create_index`). Defaults to `True`.
             compression: Compress the index's data. Defaults to `True`.
             **kwargs: Other `keras.Model.save` arguments.
         """
         super().save(filepath, overwrite=overwrite, **kwargs)
         if save_index and self._ix is not None:
             self.save_index(filepath, compression=compression)
-        elif save_index:
-            warnings.warn(
-                f"{self.name!r} has no index, so only the model was saved. Call compile or "
-                "create_index, then index(x, y), to have one.",
-                UserWarning,
-                stacklevel=2,
-            )
 
     # IndexMixin hooks.
 
-    def _index_embedding_size(self, embedding_output: int | None) -> int:
+    def _embedding_output(self, embedding_output: int | None) -> keras.KerasTensor:
         outputs = self.outputs
         if embedding_output is not None and not 0 <= embedding_output < len(outputs):
             raise ValueError(
                 f"embedding_output={embedding_output} but {self.name!r} has {len(outputs)} "
                 f"output(s). Pass an output number in [0, {len(outputs) - 1}]."
             )
-        output = outputs[embedding_output or 0]
+        return outputs[embedding_output or 0]
+
+    def _index_embedding_size(self, embedding_output: int | None) -> int:
+        output = self._embedding_output(embedding_output)
         if len(output.shape) != 2 or output.shape[-1] is None:
             raise ValueError(
                 f"The embedding output of {self.name!r} has shape {output.shape}; an index "

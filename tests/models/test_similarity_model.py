@@ -138,6 +138,16 @@ def test_multi_output_model_indexes_the_chosen_output():
         model.create_index(embedding_output=2)
 
 
+def test_a_feature_map_model_compiles_and_trains_but_cannot_index():
+    inputs = keras.Input((4, 4, 2))
+    model = SimilarityModel(inputs, keras.layers.Conv2D(3, 1)(inputs))
+    model.compile("sgd", "mse")
+    images = np.zeros((4, 4, 4, 2), np.float32)
+    model.fit(images, np.zeros((4, 4, 4, 3)), verbose=0)
+    with pytest.raises(ValueError, match=r"needs \[batch, dim\] embeddings"):
+        model.index(images, [0, 1, 2, 3])
+
+
 def test_distance_auto_takes_the_loss_distance():
     class DistanceLoss(keras.losses.MeanSquaredError):
         distance = "l1"

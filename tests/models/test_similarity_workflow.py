@@ -85,6 +85,20 @@ def test_index_workflow_on_digits_with_resnet18_sync_bn_on_two_replicas(tmp_path
     assert model.lookup(x_query, k=5, verbose=0) == lookups
     assert model.match(x_query) == matches.tolist()
 
+    # A .keras round trip: the class and its sync BN come back, and the index beside it.
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(reloaded) is SimilarityModel
+    assert any(isinstance(layer, SyncBatchNormalization) for layer in _layers(reloaded))
+    reloaded.load_index(tmp_path / "model.keras")
+    again = reloaded.lookup(x_query, k=5, verbose=0)
+    assert [[n.label for n in row] for row in again] == [[n.label for n in row] for row in lookups]
+    np.testing.assert_allclose(
+        [[n.distance for n in row] for row in again],
+        [[n.distance for n in row] for row in lookups],
+        atol=1e-5,
+    )
+
 
 def _layers(model):
     for layer in model.layers:
