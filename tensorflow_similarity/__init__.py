@@ -19,6 +19,8 @@ from tensorflow_similarity import (  # noqa: E402
     callbacks,
     classification_metrics,
     distribute,
+    evaluators,
+    indexer,
     layers,
     losses,
     matchers,
@@ -27,6 +29,7 @@ from tensorflow_similarity import (  # noqa: E402
     samplers,
     search,
     stores,
+    types,
 )
 
 __all__ = [
@@ -35,6 +38,8 @@ __all__ = [
     "callbacks",
     "classification_metrics",
     "distribute",
+    "evaluators",
+    "indexer",
     "layers",
     "losses",
     "matchers",
@@ -43,4 +48,5 @@ __all__ = [
     "samplers",
     "search",
     "stores",
+    "types",
 ]
