@@ -233,7 +233,7 @@ def verdicts(rows: list[dict]) -> list[str]:
     ]
 
 
-def render(payload: dict) -> str:
+def render_markdown(payload: dict) -> str:
     rows = payload["rows"]
     k = payload["k"]
     lines = [
@@ -377,7 +377,7 @@ def main() -> None:
     payload["verdicts"] = verdicts(payload["rows"])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "index.json").write_text(json.dumps(payload, indent=2) + "\n")
-    (args.out / "index.md").write_text(render(payload))
+    (args.out / "index.md").write_text(render_markdown(payload))
     print("\n".join(payload["verdicts"]))
     print(f"wrote {args.out / 'index.json'} and {args.out / 'index.md'}")
 

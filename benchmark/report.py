@@ -437,6 +437,17 @@ def architectures_section(report: dict[str, Any]) -> str:
     )
 
 
+def index_section(report: dict[str, Any]) -> str:
+    command = "python benchmark/index.py" + (" --quick" if report.get("quick") else "")
+    return "\n".join(
+        [
+            "## Search backends (`index.json`)\n",
+            f"Command: `{command}`.\n",
+            render_tables("index", report, "index.json", command),
+        ]
+    )
+
+
 # --------------------------------------------------------------------------------------
 # The report.
 # --------------------------------------------------------------------------------------
@@ -470,7 +481,13 @@ def build_report(results: Path, out: Path) -> str:
     """Writes the plots into `out` and returns the markdown of REPORT.md."""
     sources = {
         name: data
-        for name in ("ssl_quality.json", "sync_bn.json", "sync_bn_gpu.json", "architectures.json")
+        for name in (
+            "ssl_quality.json",
+            "sync_bn.json",
+            "sync_bn_gpu.json",
+            "architectures.json",
+            "index.json",
+        )
         if (data := load_json(results / name)) is not None
     }
     generated = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -496,6 +513,8 @@ def build_report(results: Path, out: Path) -> str:
             parts.append(sync_bn_section(sources[name], plot if drawn else None, name))
     if "architectures.json" in sources:
         parts.append(architectures_section(sources["architectures.json"]))
+    if "index.json" in sources:
+        parts.append(index_section(sources["index.json"]))
     return "\n".join(parts)
 
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import load_benchmark
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmark" / "index.py"
 
@@ -48,3 +50,10 @@ def test_quick_run_writes_rows_and_tables_into_a_temporary_folder():
     for line in payload["verdicts"]:
         assert line in markdown
     assert f"| 1,000 | LinearSearch | {row['linear_build_s']:.3f} |" in markdown
+
+    # The report renders the same tables.
+    section = load_benchmark("report").index_section(payload)
+    assert "## Search backends (`index.json`)" in section
+    assert "`python benchmark/index.py --quick`" in section
+    for line in payload["verdicts"]:
+        assert line in section

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tensorflow_similarity.search.faiss_search import FaissSearch
 from tensorflow_similarity.search.linear_search import LinearSearch
+from tensorflow_similarity.search.registry import SEARCH_NAMES, make_search
 from tensorflow_similarity.search.search import Search
 
-__all__ = ["FaissSearch", "LinearSearch", "Search"]
+__all__ = ["SEARCH_NAMES", "FaissSearch", "LinearSearch", "Search", "make_search"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tensorflow_similarity._npz import write_npz
-from tensorflow_similarity.search import FaissSearch, LinearSearch
+from tensorflow_similarity.search import FaissSearch, LinearSearch, make_search
 from tests.search.references import knn_loop
 
 DIM = 8
@@ -180,3 +180,13 @@ def test_keras_serialisation_keeps_the_class_and_config(make):
 def test_dim_must_be_a_positive_integer(dim):
     with pytest.raises(ValueError, match="dim"):
         LinearSearch("cosine", dim=dim)
+
+
+def test_make_search_by_name_or_instance():
+    search = make_search("LINEAR", "l2", 3)
+    assert type(search) is LinearSearch and search.distance.name == "euclidean" and search.dim == 3
+    assert make_search(search, "l2", 3) is search
+    with pytest.raises(ValueError, match="dim=3"):
+        make_search(search, "l2", 4)
+    with pytest.raises(ValueError, match="Unknown search 'nmslib'"):
+        make_search("nmslib", "cosine", 3)
