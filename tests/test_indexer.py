@@ -34,9 +34,9 @@ def _distances(query, keys, distance):
     return out
 
 
-def _filled(distance="cosine", seed=0, n=40):
+def _filled(distance="cosine", seed=0, n=40, search="linear"):
     x, y = _data(seed, n)
-    index = Indexer(embedding_size=DIM, distance=distance)
+    index = Indexer(embedding_size=DIM, distance=distance, search=search)
     index.batch_add(x, labels=y, data=[f"item{i}" for i in range(n)], verbose=0)
     return index, x, y
 
@@ -46,9 +46,12 @@ def _state(index):
     return index.size(), np.asarray(embeddings).tolist(), list(labels), list(data)
 
 
+@pytest.mark.parametrize("search", ["linear", "faiss"])
 @pytest.mark.parametrize("distance", ["cosine", "l2"])
-def test_batch_lookup_is_the_loop_nearest_neighbours(distance):
-    index, x, y = _filled(distance)
+def test_batch_lookup_is_the_loop_nearest_neighbours(distance, search):
+    if search == "faiss":
+        pytest.importorskip("faiss")
+    index, x, y = _filled(distance, search=search)
     queries, _ = _data(seed=1, n=7)
     lookups = index.batch_lookup(queries, k=6, verbose=0)
     reference = _distances(queries, x, distance)
@@ -145,14 +148,18 @@ def test_evaluate_retrieval_recall_is_the_loop_fraction():
         assert results[f"recall@{k}"] == pytest.approx(expected)
 
 
-def test_save_and_load_round_trip(tmp_path):
-    index, x, y = _filled("l2")
+@pytest.mark.parametrize("search", ["linear", "faiss"])
+def test_save_and_load_round_trip(tmp_path, search):
+    if search == "faiss":
+        pytest.importorskip("faiss")
+    index, x, y = _filled("l2", search=search)
     queries, labels = _data(seed=4, n=10)
     index.calibrate(queries, labels, thresholds_targets={}, verbose=0)
     before = index.batch_lookup(queries, k=3, verbose=0)
     index.save(tmp_path)
     loaded = Indexer.load(tmp_path, verbose=0)
     assert loaded.distance.name == "euclidean" and loaded.size() == index.size()
+    assert type(loaded.search) is type(index.search)
     assert loaded.batch_lookup(queries, k=3, verbose=0) == before
     assert loaded.is_calibrated and loaded.cutpoints == index.cutpoints
     assert loaded.match(queries, verbose=0) == index.match(queries, verbose=0)
