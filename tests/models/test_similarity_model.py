@@ -275,3 +275,20 @@ def test_contrastive_model_indexes_its_backbone():
     _check_lookups(lookups, keys[:5], keys, y, 3)
     with pytest.raises(ValueError, match=r"shape \(6,\)"):
         model.lookup(x[:, :2])
+
+
+def test_a_search_instance_survives_the_keras_round_trip(tmp_path):
+    pytest.importorskip("faiss")
+    from tensorflow_similarity.search import FaissSearch
+
+    model = _model()
+    model.compile("sgd", "mse", distance="l2", search=FaissSearch("l2", dim=3, algo="hnsw"))
+    x, y = _data()
+    model.index(x, y, verbose=0)
+    before = model.lookup(x[:4], k=3, verbose=0)
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert reloaded._index.search.get_config() == model._index.search.get_config()
+    reloaded.load_index(tmp_path / "model.keras")
+    assert type(reloaded._index.search) is FaissSearch
+    assert reloaded.lookup(x[:4], k=3, verbose=0) == before
