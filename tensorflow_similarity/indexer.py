@@ -21,7 +21,7 @@ from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.evaluators import Evaluator, MemoryEvaluator
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
-from tensorflow_similarity.search import FaissSearch, LinearSearch, Search
+from tensorflow_similarity.search import SEARCH_NAMES, Search, make_search
 from tensorflow_similarity.stores import MemoryStore, Store
 from tensorflow_similarity.types import (
     CalibrationResults,
@@ -32,7 +32,7 @@ from tensorflow_similarity.types import (
 
 METADATA_FILE = "index_metadata.json"
 FORMAT_VERSION = 1
-SEARCHES: dict[str, type[Search]] = {"linear": LinearSearch, "faiss": FaissSearch}
+SEARCHES = SEARCH_NAMES
 
 
 class Indexer:
@@ -105,9 +105,7 @@ class Indexer:
             self.search_type.reset()
             self.search = self.search_type
         else:
-            self.search = SEARCHES[self.search_type](
-                distance=self.distance, dim=self.embedding_size
-            )
+            self.search = make_search(self.search_type, self.distance, self.embedding_size)
         if isinstance(self.kv_store_type, Store):
             self.kv_store_type.reset()
             self.kv_store = self.kv_store_type
