@@ -48,6 +48,7 @@ setup(
         "tensorflow-and-cuda": [f"tensorflow[and-cuda]>={TF_MIN}"],
         "keras-hub": KERAS_HUB_REQUIRES,
         "cli": ["scikit-learn>=1.2", "matplotlib>=3.6"],
+        "viz": ["matplotlib>=3.6", "umap-learn>=0.5"],
         # FaissSearch; the package imports without it.
         "faiss": ["faiss-cpu>=1.7.4"],
         "pandas": ["pandas>=1.5"],

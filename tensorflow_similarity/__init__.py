@@ -24,6 +24,8 @@ from tensorflow_similarity import (  # noqa: E402
     callbacks,
     classification_metrics,
     distribute,
+    evaluators,
+    indexer,
     layers,
     losses,
     matchers,
@@ -33,6 +35,7 @@ from tensorflow_similarity import (  # noqa: E402
     search,
     stores,
     training_metrics,
+    types,
 )
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
     "callbacks",
     "classification_metrics",
     "distribute",
+    "evaluators",
+    "indexer",
     "layers",
     "losses",
     "matchers",
@@ -50,4 +55,5 @@ __all__ = [
     "search",
     "stores",
     "training_metrics",
+    "types",
 ]

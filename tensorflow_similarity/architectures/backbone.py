@@ -94,7 +94,7 @@ def BackboneSim(
             Without `sync_bn`, `backbone` itself is used either way.
 
     Returns:
-        A Keras Functional model.
+        A `SimilarityModel` (a Keras Functional model).
 
     Raises:
         ValueError: For a bad argument (`"partial"` without a `last_stage`

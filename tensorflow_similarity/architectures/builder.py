@@ -10,6 +10,7 @@ from tensorflow_similarity.architectures.arguments import check_head_args
 from tensorflow_similarity.architectures.head import similarity_model
 from tensorflow_similarity.architectures.trainable import set_trainable
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.models.similarity_model import SimilarityModel
 
 
 def build_similarity_model(
@@ -27,7 +28,7 @@ def build_similarity_model(
     sync_bn: bool | SyncBatchNormPlugin,
     starts_last_stage: Callable[[keras.layers.Layer], bool] | None,
     name: str,
-) -> keras.Model:
+) -> SimilarityModel:
     """Checks the shared arguments, builds the backbone and puts the head on it.
 
     `sync_bn` is resolved here, once; `make_backbone` receives the plugin (or
@@ -54,7 +55,7 @@ def build_similarity_model(
         name: The model's name.
 
     Returns:
-        The Functional model `images -> backbone -> pooling -> embedding`.
+        The `SimilarityModel` `images -> backbone -> pooling -> embedding`.
 
     Raises:
         ValueError: For a bad argument, before anything is built.

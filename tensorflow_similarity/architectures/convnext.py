@@ -69,7 +69,7 @@ def ConvNeXtSim(
         name: The model's name. Defaults to `"convnext_<variant>sim"`.
 
     Returns:
-        A Keras Functional model.
+        A `SimilarityModel` (a Keras Functional model).
 
     Raises:
         ValueError: For a bad argument, `variant` included, before anything is

@@ -66,7 +66,7 @@ def EfficientNetSim(
         name: The model's name. Defaults to `"efficientnet<variant>sim"`.
 
     Returns:
-        A Keras Functional model.
+        A `SimilarityModel` (a Keras Functional model).
 
     Raises:
         ValueError: For a bad argument, `variant` included, before anything is

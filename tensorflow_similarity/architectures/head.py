@@ -8,6 +8,7 @@ import keras
 
 from tensorflow_similarity.layers.gem_pooling import GeneralizedMeanPooling2D
 from tensorflow_similarity.layers.metric_embedding import MetricEmbedding
+from tensorflow_similarity.models.similarity_model import SimilarityModel
 
 
 def similarity_model(
@@ -20,7 +21,7 @@ def similarity_model(
     pooling: str | None,
     gem_p: float,
     name: str,
-) -> keras.Model:
+) -> SimilarityModel:
     """Wraps a backbone with the shared pooling and embedding head.
 
     Args:
@@ -35,7 +36,8 @@ def similarity_model(
         name: The model's name.
 
     Returns:
-        A Functional model: `Input -> backbone -> pooling -> embedding`.
+        A `SimilarityModel` (Functional): `Input -> backbone -> pooling ->
+        embedding`.
 
     Raises:
         ValueError: If the backbone's output is not a 4-D feature map while a
@@ -60,4 +62,4 @@ def similarity_model(
             x = MetricEmbedding(embedding_size, name="metric_embedding")(x)
         else:
             x = keras.layers.Dense(embedding_size, name="embedding")(x)
-    return keras.Model(inputs, x, name=name)
+    return SimilarityModel(inputs, x, name=name)

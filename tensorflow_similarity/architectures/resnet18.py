@@ -97,7 +97,7 @@ def ResNet18Sim(
         name: The model's name. Defaults to `"resnet18sim"`.
 
     Returns:
-        A Keras Functional model.
+        A `SimilarityModel` (a Keras Functional model).
 
     Raises:
         ValueError: For a bad argument (including weights with `sync_bn`),

@@ -78,7 +78,7 @@ def ResNet50Sim(
         name: The model's name. Defaults to `"resnet50sim"`.
 
     Returns:
-        A Keras Functional model.
+        A `SimilarityModel` (a Keras Functional model).
 
     Raises:
         ValueError: For a bad `input_shape`, `trainable`, `pooling`,

@@ -9,9 +9,13 @@ from tensorflow_similarity.models.heads import (
     get_projector,
     projector_widths,
 )
+from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.models.similarity_model import SimilarityModel
 
 __all__ = [
     "ContrastiveModel",
+    "IndexMixin",
+    "SimilarityModel",
     "build_predictor",
     "build_projector",
     "create_contrastive_model",

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import losses
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.models.index_mixin import IndexMixin
 
 ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg")
 
@@ -29,7 +30,7 @@ def _default_loss(algorithm: str) -> keras.losses.Loss:
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
-class ContrastiveModel(keras.Model):
+class ContrastiveModel(IndexMixin, keras.Model):
     """A backbone trained self-supervised on two views, with global-batch semantics.
 
     `fit` takes either pairs of views `(view1, view2)` or batches of images plus an
@@ -47,6 +48,10 @@ class ContrastiveModel(keras.Model):
       `1 / num_replicas`, so that summed over replicas they count once;
     * with `sync_bn`, every batch norm in the backbone, projector and predictor
       uses global-batch statistics.
+
+    The backbone's representations can be indexed and searched as a
+    `SimilarityModel`'s embeddings (`create_index`, `index`, `lookup`,
+    `calibrate`, `match`, ...: see `IndexMixin`).
 
     Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
     the per-dimension standard deviation of the L2-normalised outputs, averaged
@@ -216,6 +221,26 @@ class ContrastiveModel(keras.Model):
             encoder = keras.Sequential([self.backbone, self.projector])
             return encoder.predict(images, batch_size=batch_size, verbose=0)
         raise ValueError(f"output must be 'backbone' or 'projector', got {output!r}.")
+
+    def _index_embeddings(self, x):
+        return self.embed(x, batch_size=self.index_batch_size)
+
+    def _index_embedding_size(self, embedding_output: int | None) -> int:
+        if embedding_output is not None:
+            raise ValueError(
+                "A ContrastiveModel indexes its backbone's single output; pass "
+                "embedding_output=None."
+            )
+        shape = self.backbone.outputs[0].shape
+        if len(shape) != 2 or shape[-1] is None:
+            raise ValueError(
+                f"The backbone's output has shape {shape}; an index needs [batch, dim] "
+                "representations. Use a backbone with pooling."
+            )
+        return int(shape[-1])
+
+    def _index_input_shape(self) -> tuple[int | None, ...] | None:
+        return tuple(self.backbone.inputs[0].shape[1:]) if self.backbone.inputs else None
 
     def train_step(self, data):
         view1, view2 = self._views(data)

@@ -1,0 +1,223 @@
+"""Evaluation and calibration of lookups held in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorflow_similarity.classification_metrics import ClassificationMetric
+from tensorflow_similarity.evaluators.evaluator import Evaluator
+from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
+from tensorflow_similarity.retrieval_metrics import RetrievalMetric
+from tensorflow_similarity.types import (
+    CalibrationResults,
+    Lookup,
+    unpack_lookup_distances,
+    unpack_lookup_labels,
+)
+
+
+class MemoryEvaluator(Evaluator):
+    """Evaluates and calibrates lookups held in memory, as 0.17's `MemoryEvaluator`.
+
+    Calibration tries every distinct (rounded) lookup distance as a threshold,
+    computes the calibration metric and the extra metrics at each, and picks
+    the `"optimal"` cutpoint: the largest distance at which the calibration
+    metric is best (its last arg-max, or arg-min for a metric to minimise).
+    A target cutpoint `name: value` is the first threshold at which the metric
+    reaches `value` for an increasing metric, the last for a decreasing one;
+    a target never reached has no cutpoint.
+
+    Example:
+
+    >>> evaluator = MemoryEvaluator()
+    >>> results = evaluator.calibrate(labels, lookups, {"0.9": 0.9}, F1Score(), "match_nearest")
+    >>> results.cutpoints["optimal"]["distance"]
+    """
+
+    def evaluate_retrieval(
+        self,
+        target_labels: Sequence[int],
+        lookups: Sequence[Sequence[Lookup]],
+        retrieval_metrics: Sequence[RetrievalMetric],
+        distance_rounding: int = 8,
+    ) -> dict[str, Any]:
+        """Computes retrieval metrics of `lookups` against the queries' labels.
+
+        Args:
+            target_labels: The label of each query.
+            lookups: Per query, its neighbours by rank (`Indexer.batch_lookup`).
+            retrieval_metrics: `RetrievalMetric` instances.
+            distance_rounding: Decimals the distances are rounded to.
+
+        Returns:
+            Metric name (such as `"recall@1"`) to its value: a float, or an
+            array for a metric returning one.
+
+        Raises:
+            ValueError: If a metric needs more neighbours than each query has,
+                or the number of labels is not the number of queries.
+        """
+        query_labels = _labels(target_labels, len(lookups))
+        lookup_labels = unpack_lookup_labels(lookups)
+        distances = unpack_lookup_distances(lookups, rounding=distance_rounding)
+        for metric in retrieval_metrics:
+            if lookup_labels.shape[1] < metric.k:
+                raise ValueError(
+                    f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
+                    f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
+                    "neighbours (and index at least that many examples)."
+                )
+        match_mask = lookup_labels == query_labels[:, None]
+        results: dict[str, Any] = {}
+        for metric in retrieval_metrics:
+            value = metric.compute(
+                query_labels=query_labels,
+                lookup_labels=lookup_labels,
+                lookup_distances=distances,
+                match_mask=match_mask,
+            )
+            value = np.asarray(value)
+            results[metric.name] = float(value) if value.size == 1 else value
+        return results
+
+    def evaluate_classification(
+        self,
+        query_labels: Any,
+        lookup_labels: Any,
+        lookup_distances: Any,
+        distance_thresholds: Any,
+        metrics: Sequence[ClassificationMetric],
+        matcher: str | ClassificationMatch,
+        distance_rounding: int = 8,
+        verbose: int = 1,
+    ) -> dict[str, np.ndarray]:
+        """Computes classification metrics at each distance threshold.
+
+        Args:
+            query_labels: `[num_queries]` labels.
+            lookup_labels: `[num_queries, k]` neighbour labels.
+            lookup_distances: `[num_queries, k]` neighbour distances.
+            distance_thresholds: `[num_thresholds]` distances; a match farther
+                than a threshold counts as no match there.
+            metrics: `ClassificationMetric` instances.
+            matcher: `"match_nearest"`, `"match_majority_vote"` or a
+                `ClassificationMatch`: how `k` neighbours make one match.
+            distance_rounding: Decimals the distances are rounded to.
+            verbose: Unused; kept for 0.17's signature.
+
+        Returns:
+            `"distance"`: the sorted thresholds, and each metric's name to
+            its values there.
+        """
+        del verbose
+        # Thresholds and distances both float32, so that a threshold taken from the
+        # distances admits exactly the distances up to it.
+        thresholds = np.sort(np.asarray(distance_thresholds, np.float32).reshape(-1))
+        distances = np.round(np.asarray(lookup_distances, np.float64), distance_rounding)
+        matcher = make_classification_matcher(matcher)
+        matcher.compile(distance_thresholds=thresholds)
+        matcher.compute_count(
+            query_labels=np.asarray(query_labels),
+            lookup_labels=np.asarray(lookup_labels),
+            lookup_distances=distances.astype(np.float32),
+        )
+        results = {"distance": thresholds}
+        for metric in metrics:
+            value = metric.compute(
+                tp=matcher.tp, fp=matcher.fp, tn=matcher.tn, fn=matcher.fn, count=matcher.count
+            )
+            results[metric.name] = np.asarray(value)
+        return results
+
+    def calibrate(
+        self,
+        target_labels: Sequence[int],
+        lookups: Sequence[Sequence[Lookup]],
+        thresholds_targets: Mapping[str, float],
+        calibration_metric: ClassificationMetric,
+        matcher: str | ClassificationMatch,
+        extra_metrics: Sequence[ClassificationMetric] = (),
+        distance_rounding: int = 8,
+        metric_rounding: int = 6,
+        verbose: int = 1,
+    ) -> CalibrationResults:
+        """Finds the distance thresholds meeting `thresholds_targets`, and the optimal one.
+
+        Args:
+            target_labels: The label of each query.
+            lookups: Per query, its neighbours by rank (`Indexer.batch_lookup`).
+            thresholds_targets: Cutpoint name to the calibration metric's
+                target value, e.g. `{"0.9": 0.9}`.
+            calibration_metric: The `ClassificationMetric` calibrated.
+            matcher: How `k` neighbours make one match (see
+                `evaluate_classification`).
+            extra_metrics: Other metrics reported at each threshold.
+            distance_rounding: Decimals the distances are rounded to.
+            metric_rounding: Decimals the metric values are rounded to.
+            verbose: Unused; kept for 0.17's signature.
+
+        Returns:
+            `CalibrationResults`; `thresholds["value"]` is the calibration
+            metric.
+
+        Raises:
+            ValueError: If `lookups` is empty or the number of labels is not
+                the number of queries.
+        """
+        if len(lookups) == 0:
+            raise ValueError("calibrate needs lookups of at least one query; none were given.")
+        query_labels = _labels(target_labels, len(lookups))
+        lookup_labels = unpack_lookup_labels(lookups)
+        distances = unpack_lookup_distances(lookups, rounding=distance_rounding)
+        thresholds = np.unique(distances[np.isfinite(distances)])
+        metrics = [*extra_metrics, calibration_metric]
+        results = self.evaluate_classification(
+            query_labels,
+            lookup_labels,
+            distances,
+            thresholds,
+            metrics,
+            matcher,
+            distance_rounding=distance_rounding,
+            verbose=verbose,
+        )
+        for metric in metrics:
+            results[metric.name] = np.round(results[metric.name], metric_rounding)
+        values = results[calibration_metric.name]
+        best = _best(values, calibration_metric)
+        cutpoints = {"optimal": _cutpoint("optimal", results, best, calibration_metric.name)}
+        for name, target in thresholds_targets.items():
+            reached = np.flatnonzero(values >= target)
+            if reached.size:
+                index = reached[0] if calibration_metric.increasing else reached[-1]
+                cutpoints[name] = _cutpoint(name, results, int(index), calibration_metric.name)
+        results["value"] = values
+        return CalibrationResults(cutpoints=cutpoints, thresholds=results)
+
+
+def _labels(target_labels: Sequence[int], num_queries: int) -> np.ndarray:
+    labels = np.asarray(target_labels).reshape(-1)
+    if len(labels) != num_queries:
+        raise ValueError(
+            f"Got {len(labels)} labels for {num_queries} queries. Pass one label per query."
+        )
+    return labels.astype(np.int64)
+
+
+def _best(values: np.ndarray, metric: ClassificationMetric) -> int:
+    # The last best index: the largest distance achieving the best value.
+    reverse = values[::-1]
+    position = np.argmax(reverse) if metric.maximize else np.argmin(reverse)
+    return int(len(values) - 1 - position)
+
+
+def _cutpoint(
+    name: str, results: Mapping[str, np.ndarray], index: int, calibrated: str
+) -> dict[str, Any]:
+    cutpoint: dict[str, Any] = {"name": name, "value": float(results[calibrated][index])}
+    for metric_name, values in results.items():
+        cutpoint[metric_name] = float(values[index])
+    return cutpoint

@@ -1,0 +1,213 @@
+"""A Functional Keras model whose outputs are embeddings, with an index to search them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
+from tensorflow_similarity.search import Search
+from tensorflow_similarity.stores import Store
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class SimilarityModel(IndexMixin, keras.Model):
+    """A Functional model trained with a metric loss, whose embeddings it indexes and searches.
+
+    Training is Keras' own: `compile(optimizer, loss)` then `fit(x, y)`, under
+    any `tf.distribute` strategy (the metric losses are `keras.losses.Loss`
+    subclasses called as `loss(labels, embeddings)`). `compile` also creates
+    the index (distance, search, store, evaluator), through which the model
+    indexes examples and answers `lookup`, `calibrate`, `match` and
+    `evaluate_retrieval` (see `IndexMixin`). Embedding runs `predict`, on
+    every replica of the strategy the model was built under; the index lives
+    on the host, so these work inside and outside `strategy.scope()`.
+
+    `save("model.keras")` writes the Keras file and, beside it, the index
+    (`model.index/`); `keras.saving.load_model` rebuilds a `SimilarityModel`
+    (compiled, with an empty index of the saved settings) without
+    `custom_objects`, and `load_index("model.keras")` restores its index.
+
+    Args:
+        inputs: The model's input tensor(s), as for a Functional model.
+        outputs: Its output tensor(s): the embeddings (or several outputs,
+            then `embedding_output` of `compile` picks one).
+        name: The model's name.
+        **kwargs: Other `keras.Model` arguments.
+
+    Example:
+
+    >>> inputs = keras.Input((8, 8, 3))
+    >>> x = keras.layers.Flatten()(inputs)
+    >>> model = SimilarityModel(inputs, MetricEmbedding(16)(x))
+    >>> model.compile("adam", loss=MultiSimilarityLoss(), distance="cosine")
+    >>> model.fit(x_train, y_train, epochs=5)
+    >>> model.index(x_train, y_train, data=x_train)
+    >>> model.calibrate(x_val, y_val)
+    >>> model.match(x_test)
+    """
+
+    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(inputs, outputs, name=name, **kwargs)
+        self._ix = None
+        self._index_settings: dict[str, Any] | None = None
+
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        metrics: Any = None,
+        loss_weights: Any = None,
+        weighted_metrics: Any = None,
+        run_eagerly: bool = False,
+        steps_per_execution: int = 1,
+        distance: Distance | str = "cosine",
+        embedding_output: int | None = None,
+        kv_store: Store | str = "memory",
+        search: Search | str = "linear",
+        evaluator: Evaluator | str = "memory",
+        stat_buffer_size: int = 1000,
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.compile`, then `create_index` with the index arguments.
+
+        Args:
+            optimizer: As for `keras.Model.compile`.
+            loss: As for `keras.Model.compile`: a metric loss such as
+                `MultiSimilarityLoss()`, called as `loss(labels, embeddings)`.
+            metrics: As for `keras.Model.compile`.
+            loss_weights: As for `keras.Model.compile`.
+            weighted_metrics: As for `keras.Model.compile`.
+            run_eagerly: As for `keras.Model.compile`. Defaults to `False`.
+            steps_per_execution: As for `keras.Model.compile`. Defaults to 1.
+            distance: The index's `Distance` or its name; `"auto"` takes the
+                loss's `distance` (0.17's default). Defaults to `"cosine"`.
+            embedding_output: Which output holds the embeddings (multi-output
+                models). Defaults to `None` (output 0).
+            kv_store: `"memory"` or a `Store`. Defaults to `"memory"`.
+            search: `"linear"` or a `Search`. Defaults to `"linear"`.
+            evaluator: `"memory"` or an `Evaluator`. Defaults to `"memory"`.
+            stat_buffer_size: Lookup timings kept for `index_summary`.
+            **kwargs: Other `keras.Model.compile` arguments.
+
+        Raises:
+            ValueError: For a bad index argument (checked before Keras
+                compiles), or what `keras.Model.compile` raises. A model
+                whose output is not `[batch, dim]` embeddings compiles
+                without an index; its index API raises.
+        """
+        distance = canonical_distance(distance, loss)
+        if len(self._embedding_output(embedding_output).shape) == 2:
+            self.create_index(
+                distance=distance,
+                search=search,
+                kv_store=kv_store,
+                evaluator=evaluator,
+                embedding_output=embedding_output,
+                stat_buffer_size=stat_buffer_size,
+            )
+        else:
+            # A feature-map model (include_top=False, pooling=None) still trains; its index
+            # API says why it cannot index when it is called.
+            self._ix = None
+        self._index_settings = {
+            "distance": distance,
+            "search": search,
+            "kv_store": kv_store,
+            "evaluator": evaluator if isinstance(evaluator, str) else "memory",
+            "embedding_output": embedding_output,
+            "stat_buffer_size": stat_buffer_size,
+        }
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            loss_weights=loss_weights,
+            weighted_metrics=weighted_metrics,
+            run_eagerly=run_eagerly,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
+
+    def get_compile_config(self) -> dict[str, Any] | None:
+        """Keras' compile config plus the index settings, so loading recreates the index."""
+        config = super().get_compile_config()
+        if config is not None and self._index_settings is not None:
+            config = dict(config)
+            config["index"] = {
+                key: value if isinstance(value, (str, int, type(None))) else _serialize(value)
+                for key, value in self._index_settings.items()
+            }
+        return config
+
+    def compile_from_config(self, config: dict[str, Any]) -> None:
+        """Compiles from `get_compile_config()`'s output, as `keras.saving.load_model` does."""
+        config = keras.saving.deserialize_keras_object(config)
+        index_settings = config.pop("index", None) or {}
+        self.compile(**config, **index_settings)
+        if self.built:
+            # As Keras does: the optimizer's variables exist before the weights are loaded.
+            self.optimizer.build(self.trainable_variables)
+
+    def save(
+        self,
+        filepath: str | Path,
+        overwrite: bool = True,
+        save_index: bool = True,
+        compression: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.save`, and the index beside the file (see `index_path`).
+
+        Args:
+            filepath: A `.keras` file.
+            overwrite: As for `keras.Model.save`. Defaults to `True`.
+            save_index: Also save the index, if the model has one (from
+                `compile` or `create_index`). Defaults to `True`.
+            compression: Compress the index's data. Defaults to `True`.
+            **kwargs: Other `keras.Model.save` arguments.
+        """
+        super().save(filepath, overwrite=overwrite, **kwargs)
+        if save_index and self._ix is not None:
+            self.save_index(filepath, compression=compression)
+
+    # IndexMixin hooks.
+
+    def _embedding_output(self, embedding_output: int | None) -> keras.KerasTensor:
+        outputs = self.outputs
+        if embedding_output is not None and not 0 <= embedding_output < len(outputs):
+            raise ValueError(
+                f"embedding_output={embedding_output} but {self.name!r} has {len(outputs)} "
+                f"output(s). Pass an output number in [0, {len(outputs) - 1}]."
+            )
+        return outputs[embedding_output or 0]
+
+    def _index_embedding_size(self, embedding_output: int | None) -> int:
+        output = self._embedding_output(embedding_output)
+        if len(output.shape) != 2 or output.shape[-1] is None:
+            raise ValueError(
+                f"The embedding output of {self.name!r} has shape {output.shape}; an index "
+                "needs [batch, dim] embeddings of a known dim. Flatten or pool them first."
+            )
+        return int(output.shape[-1])
+
+    def _index_embeddings(self, x: Any) -> Any:
+        predictions = self.predict(x, batch_size=self.index_batch_size, verbose=0)
+        if isinstance(predictions, dict):
+            predictions = [predictions[name] for name in self.output_names]
+        if isinstance(predictions, (list, tuple)) and self._index.embedding_output is None:
+            predictions = predictions[0]
+        return predictions
+
+    def _index_input_shape(self) -> tuple[int | None, ...] | None:
+        if len(self.inputs) != 1:
+            return None
+        return tuple(self.inputs[0].shape[1:])
+
+
+def _serialize(value: Any) -> Any:
+    return keras.saving.serialize_keras_object(value)

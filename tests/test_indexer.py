@@ -1,0 +1,244 @@
+"""Indexer: lookups, evaluation, calibration and matching against float64 NumPy loops."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tensorflow_similarity.indexer import METADATA_FILE, Indexer
+from tensorflow_similarity.retrieval_metrics import RecallAtK
+from tensorflow_similarity.types import Lookup
+
+DIM = 5
+
+
+def _data(seed=0, n=40, classes=4):
+    """Examples around 4 fixed class centres; `seed` draws the examples."""
+    centres = np.random.default_rng(100).normal(size=(classes, DIM)) * 2.0
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, size=n)
+    return (centres[labels] + rng.normal(size=(n, DIM))).astype(np.float32), labels
+
+
+def _distances(query, keys, distance):
+    """Float64 loops: every query against every key."""
+    out = np.zeros((len(query), len(keys)))
+    for i, q in enumerate(query.astype(np.float64)):
+        for j, key in enumerate(keys.astype(np.float64)):
+            if distance == "cosine":
+                out[i, j] = 1.0 - q @ key / (np.linalg.norm(q) * np.linalg.norm(key))
+            else:
+                out[i, j] = np.sqrt(np.sum((q - key) ** 2))
+    return out
+
+
+def _filled(distance="cosine", seed=0, n=40, search="linear"):
+    x, y = _data(seed, n)
+    index = Indexer(embedding_size=DIM, distance=distance, search=search)
+    index.batch_add(x, labels=y, data=[f"item{i}" for i in range(n)], verbose=0)
+    return index, x, y
+
+
+def _state(index):
+    embeddings, labels, data = index.kv_store.batch_get(list(range(index.size())))
+    return index.size(), np.asarray(embeddings).tolist(), list(labels), list(data)
+
+
+@pytest.mark.parametrize("search", ["linear", "faiss"])
+@pytest.mark.parametrize("distance", ["cosine", "l2"])
+def test_batch_lookup_is_the_loop_nearest_neighbours(distance, search):
+    if search == "faiss":
+        pytest.importorskip("faiss")
+    index, x, y = _filled(distance, search=search)
+    queries, _ = _data(seed=1, n=7)
+    lookups = index.batch_lookup(queries, k=6, verbose=0)
+    reference = _distances(queries, x, distance)
+    for row, lookup in zip(reference, lookups, strict=True):
+        order = np.argsort(row, kind="stable")[:6]
+        assert [n.rank for n in lookup] == [1, 2, 3, 4, 5, 6]
+        assert [n.data for n in lookup] == [f"item{i}" for i in order]
+        assert [n.label for n in lookup] == y[order].tolist()
+        assert all(type(n.label) is int for n in lookup)
+        np.testing.assert_allclose([n.distance for n in lookup], row[order], atol=1e-5)
+        np.testing.assert_array_equal(np.stack([n.embedding for n in lookup]), x[order])
+
+
+def test_single_add_and_lookup_agree_with_batches():
+    x, y = _data()
+    single = Indexer(embedding_size=DIM)
+    for embedding, label in zip(x, y, strict=True):
+        single.add(embedding[None], label=label, verbose=0)
+    batch, _, _ = _filled()
+    assert single.single_lookup(x[3], k=4) == [
+        Lookup(n.rank, n.distance, n.label, n.embedding, None)
+        for n in batch.batch_lookup(x[3:4], k=4, verbose=0)[0]
+    ]
+
+
+def _reference_calibration(distances, nearest, labels, rounding):
+    """F1, precision and recall of match-nearest at each distinct distance, by loops.
+
+    Distances are rounded to 8 decimals first, as 0.17's calibration does.
+    """
+    distances = np.round(distances, 8)
+    thresholds = np.unique(distances)
+    rows = []
+    for t in thresholds:
+        tp = fp = fn = 0
+        for d, match, label in zip(distances, nearest, labels, strict=True):
+            if match == label:
+                tp, fn = (tp + 1, fn) if d <= t else (tp, fn + 1)
+            elif d <= t:
+                fp += 1
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        rows.append([round(v, rounding) for v in (f1, precision, recall)])
+    return thresholds, np.array(rows)
+
+
+def test_calibrate_and_match_follow_the_loop_reference():
+    index, x, y = _filled("l2", n=60)
+    queries, query_labels = _data(seed=2, n=30)
+    results = index.calibrate(
+        queries,
+        query_labels,
+        thresholds_targets={"0.5": 0.5},
+        calibration_metric="f1",
+        rounding=6,
+        verbose=0,
+    )
+    reference = _distances(queries, x, "l2")
+    nearest = reference.argmin(axis=1)
+    distances = reference[np.arange(len(queries)), nearest]
+    thresholds, rows = _reference_calibration(distances, y[nearest], query_labels, 6)
+    np.testing.assert_allclose(results.thresholds["distance"], thresholds, atol=1e-5)
+    np.testing.assert_allclose(results.thresholds["f1"], rows[:, 0], atol=2e-6)
+    np.testing.assert_allclose(results.thresholds["precision"], rows[:, 1], atol=2e-6)
+    np.testing.assert_allclose(results.thresholds["recall"], rows[:, 2], atol=2e-6)
+    best = len(rows) - 1 - np.argmax(rows[::-1, 0])
+    optimal = results.cutpoints["optimal"]
+    assert optimal["name"] == "optimal"
+    assert optimal["value"] == pytest.approx(rows[best, 0], abs=2e-6)
+    assert optimal["distance"] == pytest.approx(thresholds[best], abs=1e-5)
+    # The first threshold reaching the target for an increasing metric, else the last.
+    reached = np.flatnonzero(rows[:, 0] >= 0.5)
+    target = reached[0] if index.calibration_metric.increasing else reached[-1]
+    assert results.cutpoints["0.5"]["distance"] == pytest.approx(thresholds[target], abs=1e-5)
+    assert index.is_calibrated and set(index.cutpoints) == {"optimal", "0.5"}
+
+    matches = index.match(queries, no_match_label=-7, verbose=0)
+    for name, cutpoint in index.cutpoints.items():
+        expected = [
+            int(y[n]) if d <= cutpoint["distance"] else -7
+            for n, d in zip(nearest, distances, strict=True)
+        ]
+        assert matches[name] == expected
+
+
+def test_evaluate_retrieval_recall_is_the_loop_fraction():
+    index, x, y = _filled("cosine", n=50)
+    queries, labels = _data(seed=3, n=20)
+    results = index.evaluate_retrieval(queries, labels, [RecallAtK(k=1), RecallAtK(k=5)], verbose=0)
+    order = np.argsort(_distances(queries, x, "cosine"), axis=1, kind="stable")
+    for k in (1, 5):
+        expected = np.mean([labels[i] in y[order[i, :k]] for i in range(len(queries))])
+        assert results[f"recall@{k}"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("search", ["linear", "faiss"])
+def test_save_and_load_round_trip(tmp_path, search):
+    if search == "faiss":
+        pytest.importorskip("faiss")
+    index, x, y = _filled("l2", search=search)
+    queries, labels = _data(seed=4, n=10)
+    index.calibrate(queries, labels, thresholds_targets={}, verbose=0)
+    before = index.batch_lookup(queries, k=3, verbose=0)
+    index.save(tmp_path)
+    loaded = Indexer.load(tmp_path, verbose=0)
+    assert loaded.distance.name == "euclidean" and loaded.size() == index.size()
+    assert type(loaded.search) is type(index.search)
+    assert loaded.batch_lookup(queries, k=3, verbose=0) == before
+    assert loaded.is_calibrated and loaded.cutpoints == index.cutpoints
+    assert loaded.match(queries, verbose=0) == index.match(queries, verbose=0)
+    np.testing.assert_array_equal(
+        loaded.calibration_thresholds["distance"], index.calibration_thresholds["distance"]
+    )
+
+
+def test_load_refuses_another_distance_dimension_or_version(tmp_path):
+    index, _, _ = _filled("l2")
+    index.save(tmp_path)
+    with pytest.raises(ValueError, match="saved with distance 'euclidean', not 'cosine'"):
+        Indexer.load(tmp_path, verbose=0, distance="cosine")
+    with pytest.raises(ValueError, match=f"size {DIM}, not 7"):
+        Indexer.load(tmp_path, verbose=0, embedding_size=7)
+    metadata = json.loads((tmp_path / METADATA_FILE).read_text())
+    (tmp_path / METADATA_FILE).write_text(json.dumps({**metadata, "format_version": 99}))
+    with pytest.raises(ValueError, match="format version 99"):
+        Indexer.load(tmp_path, verbose=0)
+    (tmp_path / METADATA_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="corrupt"):
+        Indexer.load(tmp_path, verbose=0)
+    with pytest.raises(FileNotFoundError, match="No saved index"):
+        Indexer.load(tmp_path / "missing", verbose=0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda i, x, y: i.batch_add(x[:, :3], labels=y), r"shape \[n, 5\]"),
+        (lambda i, x, y: i.batch_add(x, labels=y[:-1]), "labels of shape"),
+        (lambda i, x, y: i.batch_add(x, labels=y, data=[1]), "data items"),
+        (lambda i, x, y: i.batch_add(x, labels=y.astype(float) + 0.5), "integers"),
+        (lambda i, x, y: i.add(x[:2], label=0), "one embedding"),
+        (lambda i, x, y: i.batch_lookup(x[:, :4], k=1), r"shape \[n, 5\]"),
+        (lambda i, x, y: i.batch_lookup(x, k=41), "k=41"),
+        (lambda i, x, y: i.batch_lookup(x, k=0), "k must be"),
+        (lambda i, x, y: i.calibrate(x, y[:3], {}, verbose=0), "target_labels of shape"),
+        (lambda i, x, y: i.match(x), "not calibrated"),
+        (lambda i, x, y: i.evaluate_retrieval(x, y, ["recall@1"]), "not a RetrievalMetric"),
+    ],
+)
+def test_bad_input_is_refused_and_the_index_is_unchanged(call, message):
+    index, x, y = _filled()
+    before = _state(index)
+    with pytest.raises(ValueError, match=message):
+        call(index, x, y)
+    assert _state(index) == before
+
+
+def test_lookup_on_an_empty_index_says_so():
+    index = Indexer(embedding_size=DIM)
+    with pytest.raises(ValueError, match="index is empty"):
+        index.batch_lookup(np.zeros((1, DIM)), k=1)
+    assert index.size() == 0
+
+
+def test_constructor_checks():
+    with pytest.raises(ValueError, match="search must be one of"):
+        Indexer(embedding_size=DIM, search="nmslib")
+    with pytest.raises(ValueError, match="Unknown distance"):
+        Indexer(embedding_size=DIM, distance="hamming")
+    from tensorflow_similarity.search import LinearSearch
+
+    with pytest.raises(ValueError, match="dim=5"):
+        Indexer(embedding_size=DIM, search=LinearSearch("cosine", dim=3))
+    with pytest.raises(ValueError, match="distance='euclidean'"):
+        Indexer(embedding_size=DIM, distance="l2", search=LinearSearch("cosine", dim=DIM))
+
+
+def test_stats_reset_and_data_frame():
+    index, x, _ = _filled()
+    index.batch_lookup(x[:4], k=2, verbose=0)
+    index.single_lookup(x[0], k=1)
+    stats = index.stats()
+    assert stats["num_lookups"] == 5 and stats["size"] == 40
+    assert 0 < stats["query_performance"]["min"] <= stats["query_performance"]["max"]
+    pytest.importorskip("pandas")
+    frame = index.to_data_frame()
+    assert len(frame) == 40 and list(frame["data"][:2]) == ["item0", "item1"]
+    index.reset()
+    assert index.size() == 0 and index.stats()["num_lookups"] == 0
