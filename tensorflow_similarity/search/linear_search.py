@@ -133,9 +133,14 @@ class LinearSearch(Search):
         if isinstance(distance, (EuclideanDistance, SquaredEuclideanDistance)):
             # |q|^2 is the same for a whole row, so the ranking needs only 2 q.k - |k|^2.
             scores = 2.0 * tf.matmul(queries, keys, transpose_b=True) - key_norms
-            scores, positions = tf.math.top_k(scores, k)
-            query_norms = tf.reduce_sum(tf.square(queries), axis=1, keepdims=True)
-            squared = tf.maximum(query_norms - scores, 0.0)
+            _, positions = tf.math.top_k(scores, k)
+            # The expansion loses about sqrt(eps) * |q| near zero (a row's distance to
+            # itself came out 1e-3): the k found are measured again from differences.
+            differences = queries[:, tf.newaxis, :] - tf.gather(keys, positions)
+            squared = tf.reduce_sum(tf.square(differences), axis=2)
+            order = tf.argsort(squared, axis=1, stable=True)
+            squared = tf.gather(squared, order, batch_dims=1)
+            positions = tf.gather(positions, order, batch_dims=1)
             if isinstance(distance, SquaredEuclideanDistance):
                 return squared, positions
             return tf.sqrt(squared), positions

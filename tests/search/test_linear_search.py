@@ -77,3 +77,19 @@ def test_config_round_trip():
         "max_chunk_elements": 99,
     }
     assert LinearSearch.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize("distance", ["euclidean", "squared_euclidean"])
+def test_euclidean_distances_are_exact_near_zero(distance):
+    """Far from the origin, a row's distance to itself is 0 and a close one's is right."""
+    rng = np.random.default_rng(4)
+    keys = (30.0 + rng.normal(size=(50, 16))).astype("float32")
+    near = keys[7] + np.float32(1e-3)
+    search = LinearSearch(distance, dim=16)
+    search.batch_add(keys, np.arange(50))
+    idxs, distances = search.batch_lookup(np.stack([keys[3], near]), k=2)
+    assert idxs[0, 0] == 3 and idxs[1, 0] == 7
+    expected = np.sqrt(16) * 1e-3
+    expected = expected if distance == "euclidean" else expected**2
+    assert distances[0, 0] == 0.0
+    np.testing.assert_allclose(distances[1, 0], expected, rtol=1e-2)
