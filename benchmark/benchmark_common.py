@@ -8,6 +8,7 @@ from elsewhere (the tests) puts the folder on `sys.path` first.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -72,3 +73,21 @@ def load_benchmark_module(name: str) -> ModuleType:
         del sys.modules[module_name]
         raise
     return module
+
+
+def render_tables(name: str, report: dict[str, Any], results_name: str, command: str) -> str:
+    """`benchmark/<name>.py`'s own tables for `report`, headings demoted two levels."""
+    try:
+        tables = load_benchmark_module(name).render_markdown(report)
+    # The JSON may predate or postdate the script: say so rather than fail the report.
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        tables = (
+            f"(`benchmark/{name}.py` cannot render `{results_name}`: "
+            f"{type(error).__name__}: {error}. Rerun `{command}`.)\n"
+        )
+    return demote_headings(tables, 2)
+
+
+def demote_headings(markdown: str, levels: int) -> str:
+    """Turns `# x` into `### x` (for `levels=2`), so a benchmark's report nests in this one."""
+    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + levels) + " ", markdown, flags=re.M)
