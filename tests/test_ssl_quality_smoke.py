@@ -128,7 +128,7 @@ def test_paired_runs_count_exact_agreement():
 
 
 def test_overhead_series_reads_both_step_time_sections():
-    report = load_benchmark("report")
+    report = load_benchmark("report_sync_bn")
     sync_bn = {
         "step_time": [
             {
