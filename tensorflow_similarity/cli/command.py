@@ -56,9 +56,9 @@ def main(
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
-    with _sigterm_interrupts():
+    with _sigterm_interrupts() as interrupted:
         try:
-            return _run(args, explicit, callbacks)
+            return _run(args, explicit, (*callbacks, _StopWhenInterrupted(interrupted)))
         except UsageError as error:
             print(f"tfsim: error: {error}", file=sys.stderr)
             return EXIT_USAGE
@@ -69,21 +69,51 @@ def main(
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Raises `KeyboardInterrupt` on SIGTERM, as on SIGINT, until the block ends."""
+def _sigterm_interrupts() -> Iterator[threading.Event]:
+    """Raises `KeyboardInterrupt` on SIGTERM, as on SIGINT, until the block ends.
+
+    Yields the event a signal sets. A signal handler's exception surfaces in
+    whatever Python code runs when the signal arrives; during training that
+    can be a finalizer (TensorFlow's function `__del__`), where Python ignores
+    exceptions, so `_StopWhenInterrupted` raises it again at the next step.
+    """
+    interrupted = threading.Event()
 
     def interrupt(signum: int, frame: Any) -> None:
+        interrupted.set()
         raise KeyboardInterrupt
 
     # Python lets only the main thread install signal handlers.
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield interrupted
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    # A process started in the background inherits SIGINT ignored: it stays ignored.
+    numbers = [n for n in _SIGNALS if signal.getsignal(n) is not signal.SIG_IGN]
+    previous = {number: signal.signal(number, interrupt) for number in numbers}
     try:
-        yield
+        yield interrupted
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+# Ctrl-C and a job scheduler's preemption notice.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _StopWhenInterrupted(keras.callbacks.Callback):
+    """Raises `KeyboardInterrupt` after a step or an epoch if a signal came meanwhile."""
+
+    def __init__(self, interrupted: threading.Event) -> None:
+        super().__init__()
+        self.interrupted = interrupted
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.on_train_batch_end(0)
 
 
 def _run(

@@ -65,7 +65,8 @@ def test_simsiam_training_raises_knn_accuracy_on_digits():
         .batch(128, drop_remainder=True)
         .map(lambda batch: views(batch))
     )
-    history = model.fit(data, epochs=3, verbose=0).history
+    # Six epochs: a margin over the threshold that rounding-level changes cannot undo.
+    history = model.fit(data, epochs=6, verbose=0).history
     trained = accuracy()
     assert np.all(np.isfinite(history["loss"])) and history["loss"][-1] < history["loss"][0]
     assert trained > untrained + 0.05, (untrained, trained)
