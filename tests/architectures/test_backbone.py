@@ -86,6 +86,7 @@ def test_backbone_without_batch_norm_is_used_as_is_with_a_warning():
     assert model.layers[1] is backbone
 
 
+@pytest.mark.slow  # A step traced at 4 replicas: tens of seconds.
 @pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
 def test_training_step_matches_single_device(sync_bn, group_size):
     assert_step_matches_single_device(

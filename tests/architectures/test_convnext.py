@@ -26,6 +26,7 @@ def test_sync_bn_warns_and_model_round_trips(tmp_path):
     np.testing.assert_array_equal(loaded(x), model(x))
 
 
+@pytest.mark.slow  # A step traced at 4 replicas: tens of seconds.
 def test_training_step_matches_single_device_with_sync_bn():
     # No batch norm, so nothing couples samples: with sync_bn=True the 4-replica forward
     # pass in training mode must equal one device with the whole batch (eager, see

@@ -32,6 +32,7 @@ def test_batch_norm_layers_follow_sync_bn(sync_bn, group_sizes):
     assert model.output_shape == (None, 128)
 
 
+@pytest.mark.slow  # A step traced at 4 replicas: tens of seconds.
 # Eager: tracing a 4-replica graph of the whole network costs ~75 s per setting on
 # 2 cores; the compiled path runs in the ResNet-18 and BackboneSim step tests.
 @pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)

@@ -128,6 +128,7 @@ PARITY_CASES = [
 ] + [pytest.param("resnet_v2", *SYNC_VARIANTS[1], id="resnet_v2-sync")]
 
 
+@pytest.mark.slow  # A step traced at 4 replicas: tens of seconds.
 @pytest.mark.parametrize(("family", "sync_bn", "group_size"), PARITY_CASES)
 def test_training_step_matches_single_device(family, sync_bn, group_size):
     # Eager: tracing the step of every replica would take three times as long on 2 cores.

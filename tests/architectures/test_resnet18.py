@@ -31,6 +31,7 @@ def test_batch_norm_layers_follow_sync_bn(sync_bn):
     assert model.output_shape == (None, 128)
 
 
+@pytest.mark.slow  # A step traced at 4 replicas: tens of seconds.
 @pytest.mark.parametrize(("sync_bn", "group_size"), SYNC_VARIANTS, ids=SYNC_IDS)
 def test_training_step_matches_single_device(sync_bn, group_size):
     assert_step_matches_single_device(

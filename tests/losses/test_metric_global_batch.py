@@ -90,7 +90,7 @@ def _fit_one_step_of_every_loss(x, ys, kernels, strategy):
     return losses, {name: model.get_layer(name).kernel.numpy() for name in names}
 
 
-@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("k", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_fit_under_mirrored_strategy_matches_one_device_for_every_loss(k):
     x, labels, _ = _data(seed=k)
     rng = np.random.default_rng(k)

@@ -92,6 +92,7 @@ def test_sync_bn_converts_backbone_and_heads():
     )
 
 
+@pytest.mark.slow  # Four replicas, traced: tens of seconds.
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_fit_reduces_loss_under_four_replicas(algorithm):
     view1, view2 = views(2, n=32)
