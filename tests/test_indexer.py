@@ -130,10 +130,14 @@ def test_calibrate_and_match_follow_the_loop_reference():
     assert index.is_calibrated and set(index.cutpoints) == {"optimal", "0.5"}
 
     matches = index.match(queries, no_match_label=-7, verbose=0)
+    # A cutpoint is one of the index's own (float32) distances: a query at the cutpoint is
+    # matched, so the rule is applied to the distances the index measured.
+    measured = [lookups[0].distance for lookups in index.batch_lookup(queries, k=1, verbose=0)]
+    np.testing.assert_allclose(measured, distances, rtol=1e-5, atol=1e-6)
     for name, cutpoint in index.cutpoints.items():
         expected = [
             int(y[n]) if d <= cutpoint["distance"] else -7
-            for n, d in zip(nearest, distances, strict=True)
+            for n, d in zip(nearest, measured, strict=True)
         ]
         assert matches[name] == expected
 
