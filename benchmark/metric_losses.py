@@ -272,7 +272,12 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 for m in MINING
             }
             seeds = sorted(by["global"])
-            before = [r[f"{metric}_before"] for r in rows if r["per_replica"] == per_replica]
+            # Both minings start from the seed's same untrained model: one value per seed.
+            before = [
+                r[f"{metric}_before"]
+                for r in rows
+                if r["per_replica"] == per_replica and r["mining"] == "global"
+            ]
             differences = [by["global"][s] - by["per replica"][s] for s in seeds]
             quality_rows.append(
                 [
