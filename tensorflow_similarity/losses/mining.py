@@ -63,12 +63,8 @@ def masked_min(values: tf.Tensor, mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
         `(value [n], column [n] int32, found [n] bool)`; `value` is 0 and
         `column` 0 in rows with an empty mask.
     """
-    found = tf.reduce_any(mask, axis=1)
-    highest = tf.fill(tf.shape(values), tf.constant(values.dtype.max, values.dtype))
-    candidates = tf.where(mask, values, highest)
-    column = tf.argmin(candidates, axis=1, output_type=tf.int32)
-    value = tf.gather(values, column, axis=1, batch_dims=1)
-    return tf.where(found, value, tf.zeros_like(value)), column, found
+    negated, column, found = masked_max(-values, mask)
+    return -negated, column, found
 
 
 def mine_positives(
