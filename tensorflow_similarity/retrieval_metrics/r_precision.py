@@ -8,6 +8,7 @@ from typing import Any
 import keras
 
 from tensorflow_similarity.retrieval_metrics.precision_at_k import PrecisionAtK
+from tensorflow_similarity.retrieval_metrics.retrieval_metric import k_at_r
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -46,6 +47,5 @@ class RPrecision(PrecisionAtK):
         **kwargs: Any,
     ) -> None:
         kwargs.pop("clip_at_r", None)
-        if k is None:
-            k = max(r.values(), default=1) - int(kwargs.get("drop_closest_lookup", False))
-        super().__init__(r=r, clip_at_r=True, name=name, k=max(int(k), 1), **kwargs)
+        k = k_at_r(r, k, kwargs.get("drop_closest_lookup", False))
+        super().__init__(r=r, clip_at_r=True, name=name, k=k, **kwargs)

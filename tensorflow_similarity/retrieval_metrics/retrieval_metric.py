@@ -38,6 +38,22 @@ def compute_match_mask(query_labels: Any, lookup_labels: Any) -> np.ndarray:
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
+def k_at_r(r: Mapping[int, int], k: int | None, drop_closest_lookup: bool) -> int:
+    """The neighbours an "at R" metric looks at: `k`, else the largest `R` (less the query).
+
+    Args:
+        r: Class id -> number of indexed examples of that class.
+        k: The neighbours asked for, or `None`.
+        drop_closest_lookup: Whether the query itself is among the indexed examples.
+
+    Returns:
+        A positive number of neighbours.
+    """
+    if k is None:
+        k = max(r.values(), default=1) - int(drop_closest_lookup)
+    return max(int(k), 1)
+
+
 class RetrievalMetric(abc.ABC):
     """A score of the nearest neighbours of a batch of queries, from their match mask.
 
