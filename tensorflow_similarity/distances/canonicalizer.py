@@ -68,7 +68,7 @@ def distance_canonicalizer(distance: Distance | str) -> Distance:
     names = _names()
     if isinstance(distance, str) and distance.strip().lower() in names:
         registered = names[distance.strip().lower()]
-        return copy.copy(registered)
+        return copy.deepcopy(registered)
     raise ValueError(
         f"Unknown distance {distance!r}. Pass a Distance instance or one of the names "
         f"{sorted(names)}."

@@ -16,6 +16,7 @@ from tensorflow_similarity.distances import (
     ManhattanDistance,
     SNRDistance,
     SquaredEuclideanDistance,
+    canonicalizer,
     distance_canonicalizer,
 )
 
@@ -146,10 +147,13 @@ DISTANCES_017 = [
 
 def test_distances_registry_is_017s_and_what_the_canonicalizer_resolves():
     assert [(type(d).__name__, d.name, d.aliases) for d in DISTANCES] == DISTANCES_017
+    assert DISTANCES is canonicalizer.DISTANCES
     for registered in DISTANCES:
         for name in (registered.name, *registered.aliases):
             resolved = distance_canonicalizer(name)
             assert type(resolved) is type(registered) and resolved is not registered
+            resolved.aliases.append("changed")
+    assert [(type(d).__name__, d.name, d.aliases) for d in DISTANCES] == DISTANCES_017
     assert {name for name in NAMES} == {name for d in DISTANCES for name in (d.name, *d.aliases)}
 
 
