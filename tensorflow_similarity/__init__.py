@@ -32,10 +32,12 @@ from tensorflow_similarity import (  # noqa: E402
     models,
     retrieval_metrics,
     samplers,
+    schedules,
     search,
     stores,
     training_metrics,
     types,
+    utils,
 )
 
 __all__ = [
@@ -52,8 +54,10 @@ __all__ = [
     "models",
     "retrieval_metrics",
     "samplers",
+    "schedules",
     "search",
     "stores",
     "training_metrics",
     "types",
+    "utils",
 ]

@@ -1,4 +1,10 @@
-"""The records an index returns: one neighbour of a query, and a calibration's results."""
+"""The records an index returns, and 0.17's tensor annotations.
+
+`Lookup` is one neighbour of a query and `CalibrationResults` a calibration's
+outcome. `Tensor`, `FloatTensor`, `IntTensor`, `BoolTensor` and
+`PandasDataFrame` are 0.17's names for annotations, kept so that code
+annotated with them still imports.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
+
+Tensor = tf.Tensor
+
+
+# As in 0.17, subclasses that only name what a tensor holds: an annotation
+# `x: FloatTensor` documents, no tensor is ever an instance of them.
+class FloatTensor(tf.Tensor):
+    """Annotation of a floating-point `tf.Tensor`."""
+
+
+class IntTensor(tf.Tensor):
+    """Annotation of an integer `tf.Tensor`."""
+
+
+class BoolTensor(tf.Tensor):
+    """Annotation of a boolean `tf.Tensor`."""
+
+
+class PandasDataFrame:
+    """Annotation of a `pandas.DataFrame`, without importing pandas."""
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import typing
 
 import keras
 import numpy as np
@@ -19,13 +20,25 @@ import pytest
 import tensorflow as tf
 
 import tensorflow_similarity as tfsim
+from tensorflow_similarity import visualization
 from tensorflow_similarity.architectures import efficientnet as efficientnet_module
 from tensorflow_similarity.architectures import resnet18, resnet50
 from tests.distributed import mirrored_strategy
 
 # 0.17's public names that this package keeps, by module.
 KEPT_017_NAMES = {
-    "tensorflow_similarity": ["architectures", "augmenters", "layers", "losses", "models"],
+    "tensorflow_similarity": [
+        "architectures",
+        "augmenters",
+        "distances",
+        "layers",
+        "losses",
+        "models",
+        "samplers",
+        "schedules",
+        "types",
+        "utils",
+    ],
     "tensorflow_similarity.architectures": ["EfficientNetSim", "ResNet18Sim", "ResNet50Sim"],
     "tensorflow_similarity.architectures.resnet18": ["ResNet18Sim", "build_resnet"],
     "tensorflow_similarity.architectures.resnet50": ["ResNet50Sim", "build_resnet"],
@@ -46,6 +59,33 @@ KEPT_017_NAMES = {
     "tensorflow_similarity.losses": ["Barlow", "SimCLRLoss", "SimSiamLoss", "VicReg"],
     "tensorflow_similarity.models": ["ContrastiveModel", "create_contrastive_model"],
     "tensorflow_similarity.models.heads": ["get_predictor", "get_projector"],
+    "tensorflow_similarity.distances": ["DISTANCES", "distance_canonicalizer"],
+    "tensorflow_similarity.samplers": [
+        "MultiShotFileSampler",
+        "MultiShotMemorySampler",
+        "SingleShotMemorySampler",
+        "TFDatasetMultiShotMemorySampler",
+        "TFRecordDatasetSampler",
+        "select_examples",
+    ],
+    "tensorflow_similarity.schedules": ["WarmupCosineDecay"],
+    "tensorflow_similarity.types": [
+        "BoolTensor",
+        "CalibrationResults",
+        "FloatTensor",
+        "IntTensor",
+        "Lookup",
+        "PandasDataFrame",
+        "Tensor",
+    ],
+    "tensorflow_similarity.utils": [
+        "is_tensor_or_variable",
+        "tf_cap_memory",
+        "unpack_lookup_distances",
+        "unpack_lookup_labels",
+        "unpack_results",
+    ],
+    "tensorflow_similarity.visualization": ["visualize_views"],
 }
 
 # 0.17's positional parameters, in order (from its source).
@@ -101,6 +141,95 @@ SIGNATURES_017 = {
         "num_cpu",
     ],
     tfsim.augmenters.ContrastiveAugmenter: ["process", "num_cpu"],
+    tfsim.utils.is_tensor_or_variable: ["x"],
+    tfsim.utils.tf_cap_memory: [],
+    tfsim.utils.unpack_lookup_labels: ["lookups", "dtype"],
+    tfsim.utils.unpack_lookup_distances: ["lookups", "dtype", "distance_rounding"],
+    tfsim.utils.unpack_results: ["results", "epoch", "logs", "tb_writer", "name_suffix"],
+    tfsim.schedules.WarmupCosineDecay: [
+        "max_learning_rate",
+        "total_steps",
+        "warmup_steps",
+        "alpha",
+        "name",
+    ],
+    visualization.visualize_views: [
+        "views",
+        "labels",
+        "predictions",
+        "num_imgs",
+        "views_per_col",
+        "fig_size",
+        "max_pixel_value",
+        "min_pixel_value",
+    ],
+    tfsim.samplers.MultiShotFileSampler: [
+        "x",
+        "y",
+        "load_example_fn",
+        "classes_per_batch",
+        "examples_per_class_per_batch",
+        "steps_per_epoch",
+        "class_list",
+        "total_examples_per_class",
+        "augmenter",
+        "warmup",
+    ],
+    tfsim.samplers.TFRecordDatasetSampler: [
+        "shard_path",
+        "deserialization_fn",
+        "example_per_class",
+        "batch_size",
+        "shards_per_cycle",
+        "compression",
+        "parallelism",
+        "async_cycle",
+        "prefetch_size",
+        "shard_suffix",
+        "num_repeat",
+    ],
+    tfsim.samplers.load_image: ["path", "target_size"],
+}
+
+# 0.17.1's defaults, printed in its virtualenv with
+#   source /tmp/tfsim017/bin/activate && TF_USE_LEGACY_KERAS=1 python -c "import inspect; ...
+#   print([(n, p.default) for n, p in inspect.signature(f).parameters.items()])"
+# (parameters without a default are left out; a function default is named by __name__).
+DEFAULTS_017 = {
+    tfsim.utils.unpack_lookup_distances: {"distance_rounding": None},
+    tfsim.utils.unpack_results: {"name_suffix": ""},
+    tfsim.schedules.WarmupCosineDecay: {"alpha": 0.0, "name": None},
+    visualization.visualize_views: {
+        "labels": None,
+        "predictions": None,
+        "num_imgs": None,
+        "views_per_col": 4,
+        "fig_size": (24, 4),
+        "max_pixel_value": 1.0,
+        "min_pixel_value": 0.0,
+    },
+    tfsim.samplers.MultiShotFileSampler: {
+        "load_example_fn": "load_image",
+        "classes_per_batch": 2,
+        "examples_per_class_per_batch": 2,
+        "steps_per_epoch": 1000,
+        "class_list": None,
+        "total_examples_per_class": None,
+        "augmenter": None,
+        "warmup": -1,
+    },
+    tfsim.samplers.TFRecordDatasetSampler: {
+        "example_per_class": 2,
+        "batch_size": 32,
+        "shards_per_cycle": None,
+        "compression": None,
+        "parallelism": -1,
+        "async_cycle": False,
+        "prefetch_size": None,
+        "shard_suffix": "*.tfrec",
+        "num_repeat": -1,
+    },
+    tfsim.samplers.load_image: {"target_size": None},
 }
 
 
@@ -119,6 +248,29 @@ def test_positional_order_is_017s_and_newer_arguments_are_keyword_only(function)
     ]
     expected = SIGNATURES_017[function]
     assert positional[: len(expected)] == expected
+
+
+@pytest.mark.parametrize("function", list(DEFAULTS_017), ids=lambda f: f.__qualname__)
+def test_017_defaults_are_kept_and_017s_required_arguments_stay_required(function):
+    parameters = inspect.signature(function).parameters
+    defaults = {
+        name: getattr(p.default, "__name__", p.default)
+        for name, p in parameters.items()
+        if name in SIGNATURES_017[function] and p.default is not p.empty
+    }
+    assert defaults == DEFAULTS_017[function]
+
+
+def test_017_tensor_annotations_still_annotate():
+    def scale(x: tfsim.types.FloatTensor, k: tfsim.types.IntTensor) -> tfsim.types.Tensor:
+        return x * tf.cast(k, x.dtype)
+
+    hints = typing.get_type_hints(scale)
+    assert hints["x"] is tfsim.types.FloatTensor and hints["return"] is tf.Tensor
+    for annotation in ("FloatTensor", "IntTensor", "BoolTensor"):
+        assert issubclass(getattr(tfsim.types, annotation), tf.Tensor)
+    assert float(scale(tf.constant(1.5), tf.constant(2))) == 3.0
+    assert isinstance(tfsim.types.PandasDataFrame, type)
 
 
 @pytest.mark.parametrize("builder", [tfsim.architectures.ResNet18Sim, resnet18.build_resnet18])

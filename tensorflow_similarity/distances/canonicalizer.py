@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from tensorflow_similarity.distances.cosine import CosineDistance
 from tensorflow_similarity.distances.distance import Distance
 from tensorflow_similarity.distances.euclidean import EuclideanDistance
@@ -10,21 +12,27 @@ from tensorflow_similarity.distances.manhattan import ManhattanDistance
 from tensorflow_similarity.distances.snr import SNRDistance
 from tensorflow_similarity.distances.squared_euclidean import SquaredEuclideanDistance
 
+# In 0.17's order.
 DISTANCE_CLASSES: tuple[type[Distance], ...] = (
-    CosineDistance,
+    InnerProductSimilarity,
     EuclideanDistance,
     SquaredEuclideanDistance,
     ManhattanDistance,
-    InnerProductSimilarity,
+    CosineDistance,
     SNRDistance,
 )
 
+# 0.17's registry of named distances, one instance per class of `DISTANCE_CLASSES`.
+# `distance_canonicalizer` reads it on each call, so a `Distance` appended here
+# is found by its name and aliases, as in 0.17.
+DISTANCES: list[Distance] = [cls() for cls in DISTANCE_CLASSES]
 
-def _names() -> dict[str, type[Distance]]:
+
+def _names() -> dict[str, Distance]:
     names = {}
-    for cls in DISTANCE_CLASSES:
-        for name in (cls.default_name, *cls.default_aliases, cls.__name__.lower()):
-            names[name] = cls
+    for distance in DISTANCES:
+        for name in (distance.name, *distance.aliases, type(distance).__name__):
+            names[name.strip().lower()] = distance
     return names
 
 
@@ -35,13 +43,15 @@ def distance_canonicalizer(distance: Distance | str) -> Distance:
     0.17's: `"cosine"`; `"euclidean"`, `"l2"`, `"pythagorean"`;
     `"squared_euclidean"`, `"sql2"`, `"sqeuclidean"`; `"manhattan"`, `"l1"`,
     `"taxicab"`; `"inner_product"`, `"ip"`; `"snr"`,
-    `"signal-to-noise-ratio"`; and each class name in lower case.
+    `"signal-to-noise-ratio"`; and each class name in lower case: the names
+    and aliases of the distances in `DISTANCES`, which a user may extend.
 
     Args:
         distance: A `Distance` instance (returned as is) or a name.
 
     Returns:
-        A `Distance` instance.
+        A `Distance` instance; for a name, a copy of the registered one, so
+        that changing it leaves `DISTANCES` as it was.
 
     Raises:
         ValueError: If `distance` is neither a `Distance` nor a known name
@@ -57,7 +67,8 @@ def distance_canonicalizer(distance: Distance | str) -> Distance:
         return distance
     names = _names()
     if isinstance(distance, str) and distance.strip().lower() in names:
-        return names[distance.strip().lower()]()
+        registered = names[distance.strip().lower()]
+        return copy.deepcopy(registered)
     raise ValueError(
         f"Unknown distance {distance!r}. Pass a Distance instance or one of the names "
         f"{sorted(names)}."

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.distances import (
+    DISTANCES,
     CosineDistance,
     Distance,
     EuclideanDistance,
@@ -15,6 +16,7 @@ from tensorflow_similarity.distances import (
     ManhattanDistance,
     SNRDistance,
     SquaredEuclideanDistance,
+    canonicalizer,
     distance_canonicalizer,
 )
 
@@ -127,6 +129,49 @@ def test_canonicalizer_returns_instances_unchanged_and_lists_names_on_error():
     for bad in ("hamming", 3, None):
         with pytest.raises(ValueError, match=r"Unknown distance.*'cosine'.*'sql2'"):
             distance_canonicalizer(bad)
+
+
+# 0.17.1's DISTANCES, printed in its virtualenv:
+#   source /tmp/tfsim017/bin/activate && TF_USE_LEGACY_KERAS=1 python -c "
+#   from tensorflow_similarity.distances import DISTANCES
+#   print([(type(d).__name__, d.name, d.aliases) for d in DISTANCES])"
+DISTANCES_017 = [
+    ("InnerProductSimilarity", "inner_product", ["ip"]),
+    ("EuclideanDistance", "euclidean", ["l2", "pythagorean"]),
+    ("SquaredEuclideanDistance", "squared_euclidean", ["sql2", "sqeuclidean"]),
+    ("ManhattanDistance", "manhattan", ["l1", "taxicab"]),
+    ("CosineDistance", "cosine", []),
+    ("SNRDistance", "snr", ["signal-to-noise-ratio"]),
+]
+
+
+def test_distances_registry_is_017s_and_what_the_canonicalizer_resolves():
+    assert [(type(d).__name__, d.name, d.aliases) for d in DISTANCES] == DISTANCES_017
+    assert DISTANCES is canonicalizer.DISTANCES
+    for registered in DISTANCES:
+        for name in (registered.name, *registered.aliases):
+            resolved = distance_canonicalizer(name)
+            assert type(resolved) is type(registered) and resolved is not registered
+            resolved.aliases.append("changed")
+    assert [(type(d).__name__, d.name, d.aliases) for d in DISTANCES] == DISTANCES_017
+    assert {name for name in NAMES} == {name for d in DISTANCES for name in (d.name, *d.aliases)}
+
+
+def test_a_distance_appended_to_the_registry_is_found_by_name():
+    class Chebyshev(Distance):
+        def call(self, query, key):
+            return tf.reduce_max(tf.abs(query[:, None, :] - key[None, :, :]), axis=-1)
+
+    DISTANCES.append(Chebyshev(name="chebyshev", aliases=["linf"]))
+    try:
+        resolved = distance_canonicalizer("LInf")
+    finally:
+        DISTANCES.pop()
+
+    assert type(resolved) is Chebyshev and resolved.name == "chebyshev"
+    np.testing.assert_array_equal(resolved([[0.0, 0.0]], [[3.0, -4.0]]).numpy(), [[4.0]])
+    with pytest.raises(ValueError, match="Unknown distance"):
+        distance_canonicalizer("linf")
 
 
 @pytest.mark.parametrize("cls", list(REFERENCES), ids=lambda c: c.__name__)
