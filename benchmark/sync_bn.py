@@ -47,7 +47,11 @@ Graph construction dominates the cost of the ResNet tables on a small host: on
 optimise (its graph has several times plain batch norm's ops). A full run is
 therefore long (tables 1-3 take ~7 minutes on 2 cores, the ResNet table at
 1, 2, 4, 8 replicas far longer); `--sections` and `--replicas` measure a part,
-and the tables not measured are kept from the existing report in `--out`.
+and the tables not measured are kept from the existing report in `--out`. A
+full run times each ResNet and replica count in a child process of its own
+(`--isolate`): TensorFlow does not give back the memory of the graphs it has
+built, and one process holding them all ran out of 24 GB at ResNet-50 with 8
+replicas.
 
 A full run writes to `benchmark/results`; a `--quick` run writes to a new
 temporary folder (its path is printed), so that it never replaces the full
@@ -69,7 +73,9 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -166,7 +172,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "(default: 1,2,4,8; with --quick, the quick counts)."
         ),
     )
+    parser.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "Time each ResNet and replica count of the resnet section in a process of its own "
+            "(default: on, off with --quick). One process holding every variant of every "
+            "setting ran out of 24 GB at ResNet-50 with 8 replicas: TensorFlow keeps memory "
+            "that clear_session() releases to Python, not to the system."
+        ),
+    )
+    parser.add_argument(
+        "--resnet-models",
+        type=parse_resnet_models,
+        default=None,
+        help="Comma-separated ResNet settings of the resnet section (default: all): ResNet-50",
+    )
     return parser.parse_args(argv)
+
+
+def parse_resnet_models(text: str) -> tuple[str, ...]:
+    known = (RESNET18.name, RESNET50.name)
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown ResNet setting(s) {unknown or text!r}; choose from {', '.join(known)}"
+        )
+    return names
 
 
 def parse_sections(text: str) -> tuple[str, ...]:
@@ -195,6 +229,9 @@ def parse_replicas(text: str) -> tuple[int, ...]:
 
 def run_config(args: argparse.Namespace) -> RunConfig:
     config = _base_run_config(args)
+    if args.resnet_models is not None:
+        resnets = tuple(r for r in config.resnets if r.name in args.resnet_models)
+        config = dataclasses.replace(config, resnets=resnets)
     if args.replicas is None:
         return config
     return dataclasses.replace(
@@ -330,10 +367,68 @@ def kept_from_earlier(path: Path, device: str, measured: Sequence[str]) -> dict[
     return kept
 
 
+def isolated_resnet_rows(config: RunConfig, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The resnet section's rows, each ResNet and replica count timed by a child process.
+
+    Every child is this script with `--sections resnet`, one setting and one
+    replica count, writing to a temporary folder; a child that fails stops the
+    run with its exit status and the tail of its output.
+    """
+    rows = []
+    for setting in config.resnets:
+        for replicas in setting.replica_counts:
+            with tempfile.TemporaryDirectory(prefix="sync_bn_resnet_") as folder:
+                command = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--sections",
+                    "resnet",
+                    "--no-isolate",
+                    "--resnet-models",
+                    setting.name,
+                    "--replicas",
+                    str(replicas),
+                    "--device",
+                    args.device,
+                    "--gpu-memory-mb",
+                    str(args.gpu_memory_mb),
+                    "--out",
+                    folder,
+                    *(["--quick"] if config.quick else []),
+                ]
+                log(f"  {setting.name}, {replicas} replica(s): child process...")
+                done = subprocess.run(command, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(
+                        f"the resnet child for {setting.name} at {replicas} replica(s) exited "
+                        f"with {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}"
+                    )
+                child = json.loads((Path(folder) / f"{stem_for(args.device)}.json").read_text())
+                rows += child["resnet_step_time"]
+                last = child["resnet_step_time"][-1]
+                log(
+                    f"  {setting.name}, {replicas} replica(s): "
+                    + ", ".join(f"{v} {ms:.0f} ms" for v, ms in last["median_ms"].items())
+                )
+    return rows
+
+
+def stem_for(device: str) -> str:
+    """File stem of the results: `sync_bn` on CPUs, `sync_bn_gpu` on GPUs."""
+    return "sync_bn" if device == "cpu" else "sync_bn_gpu"
+
+
 def measure_sections(
-    config: RunConfig, strategies: dict[int, tf.distribute.MirroredStrategy], out_json: Path
+    config: RunConfig,
+    strategies: dict[int, tf.distribute.MirroredStrategy],
+    out_json: Path,
+    resnet_rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Runs the selected sections in order; returns their results by JSON key."""
+    """Runs the selected sections in order; returns their results by JSON key.
+
+    `resnet_rows`, when given, are the resnet section's rows measured elsewhere
+    (`isolated_resnet_rows`).
+    """
     sections = config.sections
     probe = strategies[config.probe_replicas]
     report: dict[str, Any] = {}
@@ -348,7 +443,9 @@ def measure_sections(
         report["robustness"] = sync_bn_robustness.measure(probe)
     if "resnet" in sections:
         log("ResNet step times...")
-        report["resnet_step_time"] = sync_bn_resnet.measure(strategies, config)
+        if resnet_rows is None:
+            resnet_rows = sync_bn_resnet.measure(strategies, config)
+        report["resnet_step_time"] = resnet_rows
     if "multiworker" in sections:
         log("Two worker processes...")
         report["multiworker"] = sync_bn_multiworker.measure(config)
@@ -375,16 +472,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         counts += config.collective_replicas
     if "step_time" in sections:
         counts += config.replica_counts
-    if "resnet" in sections:
+    isolate = (not config.quick) if args.isolate is None else args.isolate
+    if "resnet" in sections and not isolate:
         counts += [k for r in config.resnets for k in r.replica_counts]
     if "floor" in sections:
         counts += config.floor_replicas
     strategies = make_strategies(devices, counts)
     out = output_folder(args.out, config.quick, "sync_bn")
-    stem = "sync_bn" if args.device == "cpu" else "sync_bn_gpu"
+    stem = stem_for(args.device)
     out_json = out / f"{stem}.json"
     started = time.perf_counter()
-    report = measure_sections(config, strategies, out_json)
+    resnet_rows = None
+    if "resnet" in sections and isolate:
+        log("ResNet step times, one process per setting...")
+        resnet_rows = isolated_resnet_rows(config, args)
+    report = measure_sections(config, strategies, out_json, resnet_rows)
 
     kept = kept_from_earlier(out_json, args.device, sections)
     for name, entry in kept.items():

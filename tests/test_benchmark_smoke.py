@@ -373,3 +373,13 @@ def test_bad_replica_counts_fail_clearly(text):
     with pytest.raises(argparse.ArgumentTypeError, match="from 1 to 8"):
         sync_bn.parse_replicas(text)
     assert sync_bn.parse_replicas("4,1,2,2") == (1, 2, 4)
+
+
+def test_resnet_models_choose_the_settings_a_child_process_times():
+    sync_bn = load_benchmark("sync_bn")
+    with pytest.raises(argparse.ArgumentTypeError, match="ResNet-18, ResNet-50"):
+        sync_bn.parse_resnet_models("ResNet-34")
+    args = sync_bn.parse_args(["--resnet-models", "ResNet-50", "--replicas", "8"])
+    config = sync_bn.run_config(args)
+    assert [(r.name, r.replica_counts) for r in config.resnets] == [("ResNet-50", (8,))]
+    assert args.isolate is None  # decided in main: on for full runs, off for --quick
