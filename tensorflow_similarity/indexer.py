@@ -46,7 +46,9 @@ class Indexer(IndexerEvaluation, IndexerPersistence):
         search: `"linear"` (exact, the default), `"faiss"` (`FaissSearch`,
             flat) or a `Search` instance built for the same distance and
             dimension.
-        kv_store: `"memory"` (the default) or a `Store` instance.
+        kv_store: `"memory"` (the default) or a `Store` instance (emptied),
+            such as a `MemmapStore` for an index larger than memory; `save`
+            and `load` keep its kind (see `IndexerPersistence`).
         evaluator: `"memory"` (the default) or an `Evaluator` instance.
         embedding_output: Which output of a multi-output model's prediction
             holds the embeddings, or `None` for a single output.

@@ -9,6 +9,7 @@ import pytest
 
 from tensorflow_similarity.indexer import METADATA_FILE, Indexer
 from tensorflow_similarity.retrieval_metrics import RecallAtK
+from tensorflow_similarity.stores import MemmapStore, MemoryStore
 from tensorflow_similarity.types import Lookup
 
 DIM = 5
@@ -170,6 +171,60 @@ def test_save_and_load_round_trip(tmp_path, search):
     np.testing.assert_array_equal(
         loaded.calibration_thresholds["distance"], index.calibration_thresholds["distance"]
     )
+
+
+def _memmap_index(folder, search="linear"):
+    x, y = _data(seed=0, n=40)
+    index = Indexer(embedding_size=DIM, distance="l2", search=search, kv_store=MemmapStore(folder))
+    index.batch_add(x, labels=y, data=np.arange(40 * 2).reshape(40, 2), verbose=0)
+    return index
+
+
+def test_a_memmap_store_reloads_as_a_memmap_store_on_the_saved_files(tmp_path):
+    index = _memmap_index(tmp_path / "live")
+    queries, _ = _data(seed=4, n=6)
+    before = index.batch_lookup(queries, k=3, verbose=0)
+    index.save(tmp_path / "saved")
+    loaded = Indexer.load(tmp_path / "saved", verbose=0)
+    assert type(loaded.kv_store) is MemmapStore
+    assert loaded.kv_store.path == tmp_path / "saved"
+    after = loaded.batch_lookup(queries, k=3, verbose=0)
+    assert [[(n.label, n.distance, n.data.tolist()) for n in row] for row in after] == [
+        [(n.label, n.distance, n.data.tolist()) for n in row] for row in before
+    ]
+    # Records added to the loaded index go to the saved files; saving there again keeps it whole.
+    loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    loaded.save(tmp_path / "saved")
+    again = Indexer.load(tmp_path / "saved", verbose=0)
+    assert again.size() == 41 and again.kv_store.get(40)[1] == 9
+    assert index.size() == 40 and MemmapStore(tmp_path / "live").size() == 40
+
+
+def test_load_into_a_given_store_copies_the_records_there(tmp_path):
+    _memmap_index(tmp_path / "live").save(tmp_path / "saved")
+    copy = Indexer.load(tmp_path / "saved", verbose=0, kv_store=MemmapStore(tmp_path / "copy"))
+    assert copy.kv_store.path == tmp_path / "copy" and copy.size() == 40
+    copy.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    assert MemmapStore(tmp_path / "saved").size() == 40 and copy.size() == 41
+    with pytest.raises(ValueError, match="only be read into a MemmapStore, not a MemoryStore"):
+        Indexer.load(tmp_path / "saved", verbose=0, kv_store=MemoryStore())
+
+
+def test_a_memory_store_reloads_as_a_memory_store_and_a_foreign_one_needs_an_instance(tmp_path):
+    index, _, _ = _filled("l2")
+    index.save(tmp_path / "memory")
+    assert type(Indexer.load(tmp_path / "memory", verbose=0).kv_store) is MemoryStore
+
+    class TaggedStore(MemoryStore):
+        pass
+
+    tagged = Indexer(embedding_size=DIM, distance="l2", kv_store=TaggedStore())
+    tagged.batch_add(*_data(seed=0, n=5), verbose=0)
+    tagged.save(tmp_path / "tagged")
+    with pytest.raises(ValueError, match="class 'TaggedStore'.*kv_store=TaggedStore"):
+        Indexer.load(tmp_path / "tagged", verbose=0)
+    loaded = Indexer.load(tmp_path / "tagged", verbose=0, kv_store=TaggedStore())
+    assert type(loaded.kv_store) is TaggedStore and loaded.size() == 5
 
 
 def test_load_refuses_another_distance_dimension_or_version(tmp_path):
