@@ -204,7 +204,8 @@ class Indexer(IndexerEvaluation, IndexerPersistence):
             k: How many neighbours. Defaults to 5.
 
         Returns:
-            `k` `Lookup`s by increasing distance.
+            `k` `Lookup`s by increasing distance, or fewer (see
+            `batch_lookup`).
 
         Raises:
             ValueError: If the index is empty, `k` is not in `[1, size()]` or
@@ -222,7 +223,12 @@ class Indexer(IndexerEvaluation, IndexerPersistence):
             verbose: Unused; kept for 0.17's signature.
 
         Returns:
-            Per query, `k` `Lookup`s by increasing distance.
+            Per query, its `Lookup`s by increasing distance: `k`, or fewer
+            when an approximate search (`FaissSearch` hnsw or ivfpq) found
+            fewer. The missing ones (faiss' id -1) are left out, not padded;
+            the evaluation and matching verbs pad them back as
+            `unpack_lookup_labels` does (label `MISSING_LABEL`, distance
+            `inf`), which counts as a miss and has no vote.
 
         Raises:
             ValueError: If the index is empty, `k` is not in `[1, size()]` or
@@ -234,6 +240,9 @@ class Indexer(IndexerEvaluation, IndexerPersistence):
         start = time.perf_counter()
         lookups = []
         for row_idxs, row_distances in zip(idxs, distances, strict=True):
+            # faiss' -1: a neighbour the approximate search did not find.
+            found = row_idxs >= 0
+            row_idxs, row_distances = row_idxs[found], row_distances[found]
             nn_embeddings, labels, data = self.kv_store.batch_get([int(i) for i in row_idxs])
             lookups.append(
                 [

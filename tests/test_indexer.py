@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from tensorflow_similarity.indexer import METADATA_FILE, Indexer
 from tensorflow_similarity.retrieval_metrics import RecallAtK
+from tensorflow_similarity.search import LinearSearch
 from tensorflow_similarity.stores import MemmapStore, MemoryStore
 from tensorflow_similarity.types import Lookup
 
@@ -281,8 +283,6 @@ def test_constructor_checks():
         Indexer(embedding_size=DIM, search="nmslib")
     with pytest.raises(ValueError, match="Unknown distance"):
         Indexer(embedding_size=DIM, distance="hamming")
-    from tensorflow_similarity.search import LinearSearch
-
     with pytest.raises(ValueError, match="dim=5"):
         Indexer(embedding_size=DIM, search=LinearSearch("cosine", dim=3))
     with pytest.raises(ValueError, match="distance='euclidean'"):
@@ -301,3 +301,37 @@ def test_stats_reset_and_data_frame():
     assert len(frame) == 40 and list(frame["data"][:2]) == ["item0", "item1"]
     index.reset()
     assert index.size() == 0 and index.stats()["num_lookups"] == 0
+
+
+class _ShortSearch(LinearSearch):
+    """Exact search that, as faiss' approximate ones can, misses neighbours: query i finds i % k."""
+
+    def _lookup(self, queries, k):
+        idxs, distances = super()._lookup(queries, k)
+        for row in range(len(idxs)):
+            idxs[row, row % k :], distances[row, row % k :] = -1, np.inf
+        return idxs, distances
+
+
+def test_neighbours_a_search_did_not_find_are_left_out_and_have_no_vote():
+    x, y = _data(seed=0, n=40)
+    index = Indexer(embedding_size=DIM, distance="l2", search=_ShortSearch("l2", dim=DIM))
+    index.batch_add(x, labels=y, verbose=0)
+    queries, labels = _data(seed=7, n=12)
+    k = 5
+    lookups = index.batch_lookup(queries, k=k, verbose=0)
+    order = np.argsort(_distances(queries, x, "l2"), axis=1, kind="stable")
+    for row, lookup in enumerate(lookups):
+        assert [n.rank for n in lookup] == list(range(1, row % k + 1))
+        assert [n.label for n in lookup] == y[order[row, : row % k]].tolist()
+    # A majority vote among the found neighbours only; none found: no match at any threshold.
+    index.calibrate(queries, labels, {}, k=k, matcher="match_majority_vote", verbose=0)
+    index.cutpoints["optimal"]["distance"] = 1e9
+    matched = index.match(queries, k=k, matcher="match_majority_vote", verbose=0)["optimal"]
+    for row, label in enumerate(matched):
+        found = y[order[row, : row % k]].tolist()
+        if not found:
+            assert label == -1
+            continue
+        votes = collections.Counter(found)
+        assert label == next(v for v in found if votes[v] == max(votes.values()))

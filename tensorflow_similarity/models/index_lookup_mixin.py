@@ -181,7 +181,8 @@ class IndexLookupMixin:
             verbose: Unused; kept for 0.17's signature.
 
         Returns:
-            Per example, `k` `Lookup`s by increasing distance.
+            Per example, `k` `Lookup`s by increasing distance (fewer when an
+            approximate search found fewer; see `Indexer.batch_lookup`).
 
         Raises:
             ValueError: If the index is empty, `k` is not in `[1, index_size()]`
