@@ -47,11 +47,11 @@ def test_quick_run_writes_rows_and_tables_into_a_temporary_folder():
     assert row["linear_recall_vs_tf"] == 1.0 and row["faiss_flat_recall"] == 1.0
     assert row["linear_over_tf"] == row["linear_query_s"] / row["tf_query_s"]
     for key in ("hnsw_sweep", "hnsw_clustered_sweep"):
-        assert [entry["ef_search"] for entry in row[key]] == [32, 64, 128, 256]
+        assert [entry["ef_search"] for entry in row[key]] == [64, 128, 256, 512]
         assert all(0.0 <= entry["recall"] <= 1.0 and entry["qps"] > 0 for entry in row[key])
 
     markdown = (out / "index.md").read_text()
-    assert len(payload["verdicts"]) == 4
+    assert len(payload["verdicts"]) == 5
     for line in payload["verdicts"]:
         assert line in markdown
     assert f"| 1,000 | LinearSearch | {row['linear_build_s']:.3f} |" in markdown

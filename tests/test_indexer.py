@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from tensorflow_similarity.indexer import METADATA_FILE, Indexer
 from tensorflow_similarity.retrieval_metrics import RecallAtK
+from tensorflow_similarity.search import LinearSearch
+from tensorflow_similarity.stores import MemmapStore, MemoryStore
 from tensorflow_similarity.types import Lookup
 
 DIM = 5
@@ -172,6 +175,60 @@ def test_save_and_load_round_trip(tmp_path, search):
     )
 
 
+def _memmap_index(folder, search="linear"):
+    x, y = _data(seed=0, n=40)
+    index = Indexer(embedding_size=DIM, distance="l2", search=search, kv_store=MemmapStore(folder))
+    index.batch_add(x, labels=y, data=np.arange(40 * 2).reshape(40, 2), verbose=0)
+    return index
+
+
+def test_a_memmap_store_reloads_as_a_memmap_store_on_the_saved_files(tmp_path):
+    index = _memmap_index(tmp_path / "live")
+    queries, _ = _data(seed=4, n=6)
+    before = index.batch_lookup(queries, k=3, verbose=0)
+    index.save(tmp_path / "saved")
+    loaded = Indexer.load(tmp_path / "saved", verbose=0)
+    assert type(loaded.kv_store) is MemmapStore
+    assert loaded.kv_store.path == tmp_path / "saved"
+    after = loaded.batch_lookup(queries, k=3, verbose=0)
+    assert [[(n.label, n.distance, n.data.tolist()) for n in row] for row in after] == [
+        [(n.label, n.distance, n.data.tolist()) for n in row] for row in before
+    ]
+    # Records added to the loaded index go to the saved files; saving there again keeps it whole.
+    loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    loaded.save(tmp_path / "saved")
+    again = Indexer.load(tmp_path / "saved", verbose=0)
+    assert again.size() == 41 and again.kv_store.get(40)[1] == 9
+    assert index.size() == 40 and MemmapStore(tmp_path / "live").size() == 40
+
+
+def test_load_into_a_given_store_copies_the_records_there(tmp_path):
+    _memmap_index(tmp_path / "live").save(tmp_path / "saved")
+    copy = Indexer.load(tmp_path / "saved", verbose=0, kv_store=MemmapStore(tmp_path / "copy"))
+    assert copy.kv_store.path == tmp_path / "copy" and copy.size() == 40
+    copy.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    assert MemmapStore(tmp_path / "saved").size() == 40 and copy.size() == 41
+    with pytest.raises(ValueError, match="only be read into a MemmapStore, not a MemoryStore"):
+        Indexer.load(tmp_path / "saved", verbose=0, kv_store=MemoryStore())
+
+
+def test_a_memory_store_reloads_as_a_memory_store_and_a_foreign_one_needs_an_instance(tmp_path):
+    index, _, _ = _filled("l2")
+    index.save(tmp_path / "memory")
+    assert type(Indexer.load(tmp_path / "memory", verbose=0).kv_store) is MemoryStore
+
+    class TaggedStore(MemoryStore):
+        pass
+
+    tagged = Indexer(embedding_size=DIM, distance="l2", kv_store=TaggedStore())
+    tagged.batch_add(*_data(seed=0, n=5), verbose=0)
+    tagged.save(tmp_path / "tagged")
+    with pytest.raises(ValueError, match="class 'TaggedStore'.*kv_store=TaggedStore"):
+        Indexer.load(tmp_path / "tagged", verbose=0)
+    loaded = Indexer.load(tmp_path / "tagged", verbose=0, kv_store=TaggedStore())
+    assert type(loaded.kv_store) is TaggedStore and loaded.size() == 5
+
+
 def test_load_refuses_another_distance_dimension_or_version(tmp_path):
     index, _, _ = _filled("l2")
     index.save(tmp_path)
@@ -226,8 +283,6 @@ def test_constructor_checks():
         Indexer(embedding_size=DIM, search="nmslib")
     with pytest.raises(ValueError, match="Unknown distance"):
         Indexer(embedding_size=DIM, distance="hamming")
-    from tensorflow_similarity.search import LinearSearch
-
     with pytest.raises(ValueError, match="dim=5"):
         Indexer(embedding_size=DIM, search=LinearSearch("cosine", dim=3))
     with pytest.raises(ValueError, match="distance='euclidean'"):
@@ -246,3 +301,37 @@ def test_stats_reset_and_data_frame():
     assert len(frame) == 40 and list(frame["data"][:2]) == ["item0", "item1"]
     index.reset()
     assert index.size() == 0 and index.stats()["num_lookups"] == 0
+
+
+class _ShortSearch(LinearSearch):
+    """Exact search that, as faiss' approximate ones can, misses neighbours: query i finds i % k."""
+
+    def _lookup(self, queries, k):
+        idxs, distances = super()._lookup(queries, k)
+        for row in range(len(idxs)):
+            idxs[row, row % k :], distances[row, row % k :] = -1, np.inf
+        return idxs, distances
+
+
+def test_neighbours_a_search_did_not_find_are_left_out_and_have_no_vote():
+    x, y = _data(seed=0, n=40)
+    index = Indexer(embedding_size=DIM, distance="l2", search=_ShortSearch("l2", dim=DIM))
+    index.batch_add(x, labels=y, verbose=0)
+    queries, labels = _data(seed=7, n=12)
+    k = 5
+    lookups = index.batch_lookup(queries, k=k, verbose=0)
+    order = np.argsort(_distances(queries, x, "l2"), axis=1, kind="stable")
+    for row, lookup in enumerate(lookups):
+        assert [n.rank for n in lookup] == list(range(1, row % k + 1))
+        assert [n.label for n in lookup] == y[order[row, : row % k]].tolist()
+    # A majority vote among the found neighbours only; none found: no match at any threshold.
+    index.calibrate(queries, labels, {}, k=k, matcher="match_majority_vote", verbose=0)
+    index.cutpoints["optimal"]["distance"] = 1e9
+    matched = index.match(queries, k=k, matcher="match_majority_vote", verbose=0)["optimal"]
+    for row, label in enumerate(matched):
+        found = y[order[row, : row % k]].tolist()
+        if not found:
+            assert label == -1
+            continue
+        votes = collections.Counter(found)
+        assert label == next(v for v in found if votes[v] == max(votes.values()))

@@ -14,7 +14,11 @@ class MatchMajorityVote(ClassificationMatch):
 
     A tie goes to the tied label that appears first, that is nearest (as
     0.17's `tf.unique_with_counts` + `argmax` did). The distance is the mean
-    distance of all `K` neighbours, as in 0.17.
+    distance of all `K` neighbours, as in 0.17. A neighbour at an infinite
+    distance is missing (a query for which an approximate search found
+    fewer than `K` is padded so; see `unpack_lookup_labels`): it has no
+    vote and no part in the mean. A query with no neighbour at all keeps
+    the padding label, at distance `inf`, so it matches at no threshold.
 
     Args:
         name: Defaults to `"majority_vote"`.
@@ -34,8 +38,13 @@ class MatchMajorityVote(ClassificationMatch):
     def derive_match(
         self, lookup_labels: np.ndarray, lookup_distances: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        # votes[i, j]: how many of row i's neighbours share neighbour j's label.
-        votes = (lookup_labels[:, :, np.newaxis] == lookup_labels[:, np.newaxis, :]).sum(axis=2)
+        found = np.isfinite(lookup_distances)
+        # votes[i, j]: how many of row i's found neighbours share neighbour j's label.
+        same = lookup_labels[:, :, np.newaxis] == lookup_labels[:, np.newaxis, :]
+        votes = np.where(found, (same & found[:, np.newaxis, :]).sum(axis=2), -1)
         winners = np.argmax(votes, axis=1)  # first maximum: the nearest of the tied labels
         labels = np.take_along_axis(lookup_labels, winners[:, np.newaxis], axis=1)
-        return labels, lookup_distances.mean(axis=1, keepdims=True)
+        count = found.sum(axis=1, keepdims=True)
+        total = np.where(found, lookup_distances, 0).sum(axis=1, keepdims=True)
+        mean = np.where(count > 0, total / np.maximum(count, 1).astype(total.dtype), np.inf)
+        return labels, mean.astype(lookup_distances.dtype)

@@ -38,7 +38,11 @@ class LinearSearch(Search):
     of the embeddings are kept. Any other `Distance` (Manhattan, SNR, one of
     yours) is computed by the distance object itself, chunk by chunk.
     Queries go in chunks of at most `max_chunk_elements` distances, which
-    bounds the memory a lookup takes. Distances are those of the `Distance`
+    bounds the memory a lookup takes. Each `batch_add` converts only its own
+    rows (normalised, with their norms) into a tensor kept in a list; the
+    first lookup after adds concatenates the list once, so adding costs the
+    rows added, not the index size, and a lookup after `n` small adds pays
+    one copy of the index, not `n`. Distances are those of the `Distance`
     objects (`1 - cos` for cosine, `|q - k|` for Euclidean, ...), except
     inner product, returned negated (see `Search`).
 
@@ -75,35 +79,40 @@ class LinearSearch(Search):
         self.max_chunk_elements = check_int(
             "max_chunk_elements", max_chunk_elements, minimum=1, owner=type(self).__name__
         )
-        self._embeddings_buffer = GrowingArray((self.dim,), np.float32)
         self._idxs_buffer = GrowingArray((), np.int64)
-        self._cache: tuple[tf.Tensor, tf.Tensor] | None = None
+        # The embeddings (unit rows for cosine) and their squared norms, as
+        # tensors in the order added; _keys() merges them into one chunk.
+        self._key_chunks: list[tf.Tensor] = []
+        self._norm_chunks: list[tf.Tensor] = []
 
     def size(self) -> int:
         return len(self._idxs_buffer)
 
     def reset(self) -> None:
-        self._embeddings_buffer.clear()
         self._idxs_buffer.clear()
-        self._cache = None
+        self._key_chunks, self._norm_chunks = [], []
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "max_chunk_elements": self.max_chunk_elements}
 
     def _add(self, embeddings: np.ndarray, idxs: np.ndarray) -> None:
         if isinstance(self.distance, CosineDistance):
-            embeddings = tf.math.l2_normalize(embeddings, axis=1).numpy()
-        self._embeddings_buffer.extend(embeddings)
+            # NumPy reduces each row alone, so a row normalises to the same bits whether
+            # it is added alone or in a batch (TensorFlow's kernels differ in the last bit).
+            embeddings = embeddings / np.sqrt(np.maximum(_squared_norms(embeddings), 1e-12))
+        self._append_keys(embeddings)
         self._idxs_buffer.extend(idxs)
-        self._cache = None
+
+    def _append_keys(self, keys: np.ndarray) -> None:
+        self._key_chunks.append(tf.constant(keys, tf.float32))
+        self._norm_chunks.append(tf.constant(_squared_norms(keys).T, tf.float32))
 
     def _keys(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """The embeddings as a tensor and their `[1, m]` squared norms, cached until an add."""
-        if self._cache is None:
-            keys = tf.constant(self._embeddings_buffer.view())
-            norms = tf.reduce_sum(tf.square(keys), axis=1)[tf.newaxis, :]
-            self._cache = (keys, norms)
-        return self._cache
+        """The `[m, dim]` embeddings and their `[1, m]` squared norms, merged into one chunk."""
+        if len(self._key_chunks) > 1:
+            self._key_chunks = [tf.concat(self._key_chunks, axis=0)]
+            self._norm_chunks = [tf.concat(self._norm_chunks, axis=1)]
+        return self._key_chunks[0], self._norm_chunks[0]
 
     def _lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         keys, key_norms = self._keys()
@@ -148,11 +157,12 @@ class LinearSearch(Search):
         return -negated, positions
 
     def _save(self, path: Path) -> None:
+        keys = self._keys()[0].numpy() if self.size() else np.zeros((0, self.dim), np.float32)
         write_npz(
             path / FILE_NAME,
             {
                 "config": np.array(json.dumps(self.get_config())),
-                "embeddings": self._embeddings_buffer.view(),
+                "embeddings": keys,
                 "idxs": self._idxs_buffer.view(),
             },
             kind=type(self).__name__,
@@ -175,6 +185,14 @@ class LinearSearch(Search):
                 f"(embeddings {embeddings.shape} {embeddings.dtype}, {len(idxs)} idxs). "
                 "Save the index again."
             )
-        self._embeddings_buffer.replace(embeddings)
-        self._idxs_buffer.replace(idxs.astype(np.int64))
-        self._cache = None
+        self.reset()
+        if len(idxs):
+            # The saved rows are already normalised for cosine; normalising again is a no-op
+            # up to rounding, which a reload must not add.
+            self._append_keys(embeddings)
+            self._idxs_buffer.replace(idxs.astype(np.int64))
+
+
+def _squared_norms(rows: np.ndarray) -> np.ndarray:
+    """The `[n, 1]` squared L2 norms of the rows of `rows`."""
+    return np.sum(np.square(rows), axis=1, keepdims=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tensorflow_similarity.stores.memmap_store import MemmapStore
 from tensorflow_similarity.stores.memory_store import MemoryStore
+from tensorflow_similarity.stores.registry import STORE_CLASSES
 from tensorflow_similarity.stores.store import Store
 
-__all__ = ["MemmapStore", "MemoryStore", "Store"]
+__all__ = ["STORE_CLASSES", "MemmapStore", "MemoryStore", "Store"]

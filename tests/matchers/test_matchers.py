@@ -38,6 +38,29 @@ def test_majority_vote_against_a_loop():
         assert mean == pytest.approx(np.mean(row_distances))
 
 
+def test_majority_vote_ignores_missing_neighbours_against_a_loop():
+    """Neighbours at distance inf (a short lookup's padding) have no vote, no part in the mean."""
+    rng = np.random.default_rng(1)
+    lookup_labels = rng.integers(0, 3, (200, 6))
+    distances = np.sort(rng.random((200, 6)), axis=1).astype(np.float32)
+    found_counts = rng.integers(0, 7, 200)
+    for row, count in enumerate(found_counts):
+        lookup_labels[row, count:] = 0x7FFFFFFF
+        distances[row, count:] = np.inf
+    labels, mean_distances = MatchMajorityVote().match(lookup_labels, distances)
+    for row, count in enumerate(found_counts):
+        found = lookup_labels[row, :count].tolist()
+        if not found:
+            assert labels[row, 0] == 0x7FFFFFFF and mean_distances[row, 0] == np.inf
+            continue
+        counts = collections.Counter(found)
+        best = max(counts.values())
+        assert labels[row, 0] == next(value for value in found if counts[value] == best)
+        assert mean_distances[row, 0] == pytest.approx(
+            sum(map(float, distances[row, :count])) / count
+        )
+
+
 def test_counts_by_hand():
     # Query labels, nearest labels and distances; thresholds 0.25 and inf.
     query_labels = [1, 1, 2, 3]

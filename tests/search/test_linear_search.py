@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tensorflow_similarity.search import LinearSearch
 from tests.search.references import REFERENCES, knn_loop
@@ -93,3 +94,45 @@ def test_euclidean_distances_are_exact_near_zero(distance):
     expected = expected if distance == "euclidean" else expected**2
     assert distances[0, 0] == 0.0
     np.testing.assert_allclose(distances[1, 0], expected, rtol=1e-2)
+
+
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "euclidean", "manhattan"])
+def test_many_small_adds_answer_exactly_as_one_batch_add(distance):
+    rng = np.random.default_rng(5)
+    keys = rng.normal(size=(90, 6)).astype("float32")
+    queries = rng.normal(size=(11, 6)).astype("float32")
+    ids = rng.permutation(10_000)[:90]
+    whole = LinearSearch(distance, dim=6)
+    whole.batch_add(keys, ids)
+    pieces = LinearSearch(distance, dim=6)
+    bounds = [0, 1, 2, 5, 13, 14, 30, 31, 60, 89, 90]
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        if stop - start == 1:
+            pieces.add(keys[start], int(ids[start]))
+        else:
+            pieces.batch_add(keys[start:stop], ids[start:stop])
+        # Lookups between adds merge the chunks so far; later adds append to the merged one.
+        if start in (2, 30):
+            pieces.batch_lookup(queries, k=2)
+    want, got = whole.batch_lookup(queries, k=7), pieces.batch_lookup(queries, k=7)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], knn_loop(distance, queries, keys, ids, 7)[0])
+
+
+def test_an_add_converts_only_its_own_rows(monkeypatch):
+    """Adding to a large index copies none of it: only the new row and its norm become tensors."""
+    search = LinearSearch("euclidean", dim=4)
+    search.batch_add(np.ones((1000, 4)), np.arange(1000))
+    converted = []
+    real_constant = tf.constant
+    monkeypatch.setattr(
+        tf,
+        "constant",
+        lambda value, *a, **kw: converted.append(np.shape(value)) or real_constant(value, *a, **kw),
+    )
+    for i in range(5):
+        search.add(np.full(4, float(i + 1)), 1000 + i)
+    assert converted == [(1, 4), (1, 1)] * 5
+    idxs, _ = search.lookup(np.array([5.0, 5.0, 5.0, 5.0]), k=1)
+    assert search.size() == 1005 and idxs.tolist() == [1004]
