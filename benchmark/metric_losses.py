@@ -179,7 +179,11 @@ def measure_cost(config: argparse.Namespace, found: dict[int, Any]) -> list[dict
 
 def retrieval_quality(model: keras.Model, images: np.ndarray, labels: np.ndarray) -> dict:
     """Recall@1 and mAP@R of each image querying all the others (leave one out)."""
-    embeddings = model.predict(images, batch_size=256, verbose=0)
+    return retrieval_scores(model.predict(images, batch_size=256, verbose=0), labels)
+
+
+def retrieval_scores(embeddings: np.ndarray, labels: np.ndarray) -> dict:
+    """Recall@1 and mAP@R of each embedding querying all the others, by cosine similarity."""
     embeddings = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
     counts = {int(c): int(n) for c, n in zip(*np.unique(labels, return_counts=True), strict=True)}
     k = max(counts.values())

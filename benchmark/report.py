@@ -6,6 +6,9 @@ Reads whichever of these exist in `--results` (default `benchmark/results`):
   per-replica batch norm, synchronised batch norm and one device;
 * `ssl_small_batch.json` (`benchmark/ssl_small_batch.py`): the same at 2 and
   4 images per replica, with a plot of the paired differences;
+* `metric_small_batch.json` (`benchmark/metric_small_batch.py`): a metric loss
+  at 2 and 4 images per replica, per-replica vs global mining and batch norm,
+  with a plot of the paired differences (`metric_small_batch.png`);
 * `sync_bn.json` and `sync_bn_gpu.json` (`benchmark/sync_bn.py`): collectives,
   step-time overhead, robustness, and whatever further sections that script
   wrote (its own `render_markdown` renders the tables);
@@ -39,6 +42,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import metric_small_batch_tables  # noqa: E402
 import ssl_quality_tables  # noqa: E402
 from benchmark_common import BENCHMARK_DIR, markdown_table, render_tables  # noqa: E402
 from report_sync_bn import (  # noqa: E402
@@ -288,9 +292,8 @@ SMALL_BATCH_INTRO = (
     "The regime where synchronised batch norm is used in practice (1-4 images per device, "
     "as in detection and high-resolution training): SimSiam and SimCLR with 2 and 4 images "
     "per replica (global batches of 8 and 16 over 4 replicas), under the same three "
-    "settings. A supervised metric loss (global vs per-replica mining) is not in this run: "
-    "it needs the metric losses, which are not in the package yet "
-    "(`benchmark/ssl_small_batch.py` says where it goes).\n"
+    "settings. A supervised metric loss in the same regime (global vs per-replica mining "
+    "and batch norm) is in the section from `metric_small_batch.json`.\n"
 )
 
 
@@ -433,6 +436,7 @@ def build_report(results: Path, out: Path) -> str:
         for name in (
             "ssl_quality.json",
             "ssl_small_batch.json",
+            "metric_small_batch.json",
             "sync_bn.json",
             "sync_bn_gpu.json",
             *SCRIPT_SECTIONS,
@@ -469,6 +473,12 @@ def build_report(results: Path, out: Path) -> str:
                 title="Where sync batch norm should matter: 2 and 4 images per replica",
                 intro=SMALL_BATCH_INTRO,
                 paired_plot=paired_plot,
+            )
+        )
+    if "metric_small_batch.json" in sources:
+        parts.append(
+            metric_small_batch_tables.report_section(
+                sources["metric_small_batch.json"], out, "metric_small_batch.json"
             )
         )
     for name in ("sync_bn.json", "sync_bn_gpu.json"):

@@ -348,8 +348,10 @@ class Trainer:
     Tracing a 4-replica training step costs far more than the training
     itself at these sizes, so the model, its optimizer and its traced
     functions are kept across seeds and batch sizes: each run copies the
-    seed's initial weights in and zeroes the optimizer state (moments and
-    iteration count), which is what a freshly built model would start from.
+    seed's initial weights in and puts back the optimizer's state as built
+    (zero moments and iteration count; the learning rate, also one of the
+    optimizer's variables, kept), which is what a freshly built model would
+    start from.
     """
 
     def __init__(
@@ -368,6 +370,8 @@ class Trainer:
                 optimizer=keras.optimizers.Adam(config.learning_rate),
                 jit_compile=False,
             )
+            self.model.optimizer.build(self.model.trainable_variables)
+        self.fresh_optimizer = [v.numpy() for v in self.model.optimizer.variables]
         self.embed = embedding_function(self.model.backbone, config.image_size)
 
     def run(
@@ -381,8 +385,10 @@ class Trainer:
         augmenter = make_augmenter(self.algorithm, config.image_size, seed)
         dataset = view_pairs(data.x_train, order, augmenter)
         copy_weights(reference, self.model)
-        for variable in self.model.optimizer.variables:
-            variable.assign(tf.zeros(variable.shape, variable.dtype))
+        for variable, value in zip(
+            self.model.optimizer.variables, self.fresh_optimizer, strict=True
+        ):
+            variable.assign(value)
         started = time.perf_counter()
         history = self.model.fit(
             dataset, epochs=config.epochs, steps_per_epoch=steps_per_epoch, verbose=0

@@ -10,11 +10,8 @@ batch), three seeds, the same weights, images and augmentations in every
 setting of a seed. The paired differences (a) - (c) and (b) - (c) per seed
 cancel most of the seed-to-seed noise.
 
-A supervised metric loss (global vs per-replica mining) belongs here too; it
-needs the metric losses, which are not in the package yet. When they land,
-add the algorithm to `ssl_quality.py`'s `ALGORITHMS` (a `Trainer` whose model
-is a `SimilarityModel` with that loss) and to `ALGORITHMS` below; the tables,
-the plots and `report.py` take it from the results' `config.algorithms`.
+The supervised metric loss in the same regime (global vs per-replica mining,
+synchronised vs per-replica batch norm) is `benchmark/metric_small_batch.py`.
 
 Results go to `<out>/ssl_small_batch.md` and `<out>/ssl_small_batch.json`
 (`benchmark/results` for a full run, a new temporary folder for `--quick`);

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
@@ -222,7 +223,7 @@ def test_report_adds_the_small_batch_section_and_its_paired_plot(tmp_path):
     (tmp_path / "ssl_small_batch.json").write_text(json.dumps(small))
     text = report.main(["--results", str(tmp_path)]).read_text()
     assert "## Where sync batch norm should matter: 2 and 4 images per replica" in text
-    assert "supervised metric loss" in text and "not in this run" in text
+    assert "supervised metric loss" in text and "`metric_small_batch.json`" in text
     for name in ("ssl_small_batch.png", "ssl_small_batch_paired.png"):
         assert (tmp_path / name).stat().st_size > 0
         assert f"]({name})" in text
@@ -269,3 +270,24 @@ def test_small_batch_quick_run_writes_its_own_files(tmp_path):
     assert {r["setting"] for r in report["runs"]} == {"per_replica", "sync", "single"}
     built = load_benchmark("report").main(["--results", str(out)]).read_text()
     assert "ssl_small_batch_paired.png" in built
+
+
+def test_trainer_resets_the_optimizer_but_keeps_its_learning_rate():
+    # The learning rate is one of the optimizer's variables: zeroing them all stops training.
+    ssl_quality = load_benchmark("ssl_quality")
+    config = ssl_quality.run_config(
+        ssl_quality.parse_args(["--quick", "--image-size", "8", "--width", "4", "--limit", "32"])
+    )
+    data = ssl_quality.load_data("digits", image_size=8, seed=0, limit=32)
+    trainer = ssl_quality.Trainer("simclr", "single", config, strategy=None)
+    reference = ssl_quality.build_model("simclr", config, sync_bn=False)
+    initial = [w.copy() for w in reference.backbone.get_weights()]
+    trainer.run(2, 0, reference, data)
+    optimizer = trainer.model.optimizer
+    assert float(optimizer.learning_rate) == pytest.approx(config.learning_rate)
+    assert int(optimizer.iterations) > 0
+    trained = trainer.model.backbone.get_weights()
+    assert any(not np.array_equal(a, b) for a, b in zip(initial, trained, strict=True))
+    # A second run starts from the fresh state again.
+    trainer.run(2, 0, reference, data)
+    assert float(optimizer.learning_rate) == pytest.approx(config.learning_rate)
