@@ -342,6 +342,18 @@ def plot_paired_differences(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+# Before commit c910ea3 (on main from this time on), ssl_quality.py's Trainer zeroed every
+# optimizer variable before each run, Adam's learning rate included: no run trained.
+TRAINER_FIXED_UTC = "2026-12-01T12:39:06+00:00"
+INVALID_SSL_RESULTS = (
+    "**These results are invalid.** They were measured before a fix to "
+    "`benchmark/ssl_quality.py` (commit c910ea3): its trainer reset every optimizer variable "
+    "to zero before each run, Adam's learning rate included, so no run trained; only the "
+    "batch-norm moving statistics changed. Rerun `python benchmark/{script}.py`, then "
+    "`python benchmark/report.py`.\n\n"
+)
+
+
 def ssl_section(
     report: dict[str, Any],
     plot: Path,
@@ -354,6 +366,8 @@ def ssl_section(
     figure_source = (
         f"Figure: `{meta['command']}`, then `python benchmark/report.py` (from `{results_name}`).\n"
     )
+    if meta["date_utc"] < TRAINER_FIXED_UTC:
+        intro = INVALID_SSL_RESULTS.format(script=results_name.removesuffix(".json")) + intro
     paired = (
         []
         if paired_plot is None
