@@ -24,6 +24,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity import _tfsim_start
+from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.data import load_data
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
@@ -296,13 +297,67 @@ def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
         for event in tf.compat.v1.train.summary_iterator(str(events[0]))
         for value in event.summary.value
     }
-    assert {"epoch_loss", "epoch_knn_accuracy", "epoch_proj_std"} <= tags
+    assert {"epoch_loss", "epoch_knn_accuracy", "epoch_knn_accuracy_augmented"} <= tags
+    assert "epoch_proj_std" in tags
     assert not (output / "backup").exists()  # removed once training finished
 
     model = keras.saving.load_model(output / "model.keras")
     assert model.algorithm == "simsiam"
     embeddings = model.embed(np.zeros((3, 8, 8, 3), np.float32))
     assert embeddings.shape == (3, 512)
+
+
+def knn_accuracy_loops(
+    memory: np.ndarray, memory_labels: np.ndarray, queries: np.ndarray, labels: np.ndarray, k: int
+) -> float:
+    """KNNAccuracy's vote in float64 loops: cosine, top k, weights exp(s / 0.07)."""
+    memory = memory.astype(np.float64)
+    memory /= np.linalg.norm(memory, axis=1, keepdims=True)
+    correct = 0
+    for query, label in zip(queries.astype(np.float64), labels, strict=True):
+        query /= np.linalg.norm(query)
+        similarity = [float(np.dot(query, row)) for row in memory]
+        nearest = sorted(range(len(memory)), key=lambda i: -similarity[i])[:k]
+        votes: dict[int, float] = {}
+        for i in nearest:
+            votes[int(memory_labels[i])] = votes.get(int(memory_labels[i]), 0.0) + np.exp(
+                similarity[i] / 0.07
+            )
+        best = max(votes.values())
+        correct += min(c for c, v in votes.items() if v == best) == label
+    return correct / len(labels)
+
+
+@pytest.mark.slow
+def test_augmented_query_accuracy_is_recomputed_from_the_saved_model(uninterrupted_run):
+    output, result = uninterrupted_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kNN accuracy, augmented queries, after" in result.stdout
+    summary = json.loads((output / "summary.json").read_text())
+    recorded = history(output)
+    # The run's data and its own augmenter (SimSiam's, seeded by --seed 0), first view drawn
+    # with step -1: the queries tfsim documents.
+    data = load_data("digits", image_size=8, seed=0, limit=240)
+    queries = simsiam_augmenter(8, seed=0)(tf.constant(data.x_test), step=-1)[0].numpy()
+    assert not np.allclose(queries, data.x_test)
+    backbone = keras.saving.load_model(output / "model.keras").backbone
+    memory = backbone.predict(data.x_train, verbose=0)
+    k = min(20, len(data.y_train))
+    augmented = knn_accuracy_loops(
+        memory, data.y_train, backbone.predict(queries, verbose=0), data.y_test, k
+    )
+    clean = knn_accuracy_loops(
+        memory, data.y_train, backbone.predict(data.x_test, verbose=0), data.y_test, k
+    )
+    assert summary["knn_accuracy_augmented_after"] == augmented
+    assert recorded["epochs"][-1]["knn_accuracy_augmented"] == augmented
+    assert summary["knn_accuracy_after"] == clean
+    before = recorded["knn_accuracy_augmented_before"]
+    assert summary["knn_accuracy_augmented_before"] == before and 0.0 <= before <= 1.0
+    assert [set(r) >= {"knn_accuracy", "knn_accuracy_augmented"} for r in recorded["epochs"]] == [
+        True,
+        True,
+    ]
 
 
 @pytest.mark.slow
@@ -374,6 +429,10 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
         r["epoch"] for r in history(reference)["epochs"]
     ]
     assert resumed["knn_accuracy_before"] == history(reference)["knn_accuracy_before"]
+    assert (
+        resumed["knn_accuracy_augmented_before"]
+        == history(reference)["knn_accuracy_augmented_before"]
+    )
     assert not (output / "backup").exists()
 
     model = keras.saving.load_model(output / "model.keras")

@@ -35,6 +35,7 @@ NOTEBOOKS = sorted(GENERATOR.NOTEBOOKS)
 FULL_RUN_MARKERS = {
     "unsupervised_hello_world.ipynb": "train (1438, 8, 8, 3)",
     "sync_batchnorm.ipynb": "replicas in sync: 4",
+    "supervised_hello_world.ipynb": "train (1438, 8, 8, 3) of which trained on (867, 8, 8, 3)",
 }
 
 

@@ -53,6 +53,8 @@ class HistoryWriter(keras.callbacks.Callback):
         records: The records of the epochs completed before a resume.
         knn_before: kNN accuracy before training.
         timer: The `EpochTimer` of the run.
+        knn_augmented_before: kNN accuracy of the augmented test queries
+            before training, or `None` (not measured). Defaults to `None`.
     """
 
     def __init__(
@@ -61,12 +63,14 @@ class HistoryWriter(keras.callbacks.Callback):
         records: list[dict[str, Any]],
         knn_before: float,
         timer: EpochTimer,
+        knn_augmented_before: float | None = None,
     ) -> None:
         super().__init__()
         self.path = path
         self.records = list(records)
         self.knn_before = knn_before
         self.timer = timer
+        self.knn_augmented_before = knn_augmented_before
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         seconds = self.timer.seconds.get(epoch, float("nan"))
@@ -77,7 +81,10 @@ class HistoryWriter(keras.callbacks.Callback):
         # A resumed run restarts at the backup's epoch: later records are replaced.
         self.records = self.records[:epoch] + [record]
         if self.path is not None:
-            write_json(self.path, {"knn_accuracy_before": self.knn_before, "epochs": self.records})
+            before = {"knn_accuracy_before": self.knn_before}
+            if self.knn_augmented_before is not None:
+                before["knn_accuracy_augmented_before"] = self.knn_augmented_before
+            write_json(self.path, {**before, "epochs": self.records})
 
 
 class ScalarLogger(keras.callbacks.Callback):
@@ -134,11 +141,24 @@ def summary(
     records: list[dict[str, Any]],
     knn_before: float,
     batch_norm: str,
+    knn_augmented_before: float | None = None,
 ) -> dict[str, Any]:
-    """Returns the run's summary (summary.json, and the rows of `table`)."""
+    """Returns the run's summary (summary.json, and the rows of `table`).
+
+    `knn_accuracy_augmented_before`/`_after` (when `knn_augmented_before` is
+    given) are the kNN accuracies of the augmented test queries
+    (`training.augmented_queries`) against the clean training images.
+    """
+    augmented = {}
+    if knn_augmented_before is not None:
+        augmented = {
+            "knn_accuracy_augmented_before": knn_augmented_before,
+            "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
+        }
     return {
         "knn_accuracy_before": knn_before,
         "knn_accuracy_after": records[-1].get("knn_accuracy"),
+        **augmented,
         "images_per_second": _steady([r["images_per_second"] for r in records]),
         "seconds_per_epoch": _steady([r["seconds"] for r in records]),
         "epochs": len(records),
@@ -155,6 +175,19 @@ def table(summary: dict[str, Any]) -> str:
     rows = [
         ("kNN accuracy before training", f"{summary['knn_accuracy_before']:.3f}"),
         ("kNN accuracy after training", f"{summary['knn_accuracy_after']:.3f}"),
+    ]
+    if summary.get("knn_accuracy_augmented_after") is not None:
+        rows += [
+            (
+                "kNN accuracy, augmented queries, before",
+                f"{summary['knn_accuracy_augmented_before']:.3f}",
+            ),
+            (
+                "kNN accuracy, augmented queries, after",
+                f"{summary['knn_accuracy_augmented_after']:.3f}",
+            ),
+        ]
+    rows += [
         ("images per second (training)", f"{summary['images_per_second']:.1f}"),
         ("seconds per epoch (training)", f"{summary['seconds_per_epoch']:.1f}"),
         ("epochs", str(summary["epochs"])),
@@ -175,8 +208,12 @@ def plot(
     embeddings: Any,
     labels: Any,
     class_names: list[str],
+    knn_augmented_before: float | None = None,
 ) -> None:
     """Writes loss.png, knn_accuracy.png and embeddings.png (a 2-D PCA) to `output`.
+
+    knn_accuracy.png has the clean test queries' curve and, when
+    `knn_augmented_before` is given, the augmented queries' one.
 
     Figures are made with `matplotlib.figure.Figure`, not pyplot, so that no
     GUI backend is chosen or needed.
@@ -191,7 +228,20 @@ def plot(
 
     figure = Figure(figsize=(5, 3.5))
     axis = figure.subplots()
-    axis.plot([0, *epochs], [knn_before] + [r.get("knn_accuracy") for r in records], marker="o")
+    axis.plot(
+        [0, *epochs],
+        [knn_before] + [r.get("knn_accuracy") for r in records],
+        marker="o",
+        label="clean test queries",
+    )
+    if knn_augmented_before is not None:
+        axis.plot(
+            [0, *epochs],
+            [knn_augmented_before] + [r.get("knn_accuracy_augmented") for r in records],
+            marker="s",
+            label="augmented test queries",
+        )
+        axis.legend(fontsize=8, loc="best")
     axis.set(xlabel="epoch (0: before training)", ylabel="kNN accuracy", title="kNN accuracy")
     figure.tight_layout()
     figure.savefig(output / "knn_accuracy.png", dpi=100)
