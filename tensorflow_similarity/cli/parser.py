@@ -198,8 +198,8 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         type=int,
         default=default(512),
         metavar="D",
-        help="width of the projector's layers (SimSiam's predictor: D/4); the papers use "
-        "2048-8192 for ImageNet",
+        help="self-supervised: width of the projector's layers (SimSiam's predictor: D/4); "
+        "the papers use 2048-8192 for ImageNet",
     )
     train.add_argument(
         "--seed",

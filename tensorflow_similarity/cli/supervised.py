@@ -181,7 +181,10 @@ def build_models(
         centres = CosineClassifier(train_classes, name="class_centres")
         trainer = keras.Model(model.inputs, centres(model.outputs[0]), name="arcface_trainer")
         trainer.compile(optimizer=optimizer, loss=ArcFaceLoss())
-        model.compile(loss=None, distance="cosine")
+        # The saved model's own optimizer is never used: built, so that loading finds the
+        # variables it saved.
+        model.compile(optimizer=keras.optimizers.Adam(), loss=None, distance="cosine")
+        model.optimizer.build(model.trainable_variables)
     else:
         model.compile(optimizer=optimizer, loss=LOSSES[args.algorithm](), distance="cosine")
         trainer = model
