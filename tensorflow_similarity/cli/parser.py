@@ -185,12 +185,9 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     train.add_argument(
         "--learning-rate",
         type=float,
-        default=default(None),
+        default=default(DEFAULT_LEARNING_RATE),
         metavar="LR",
-        help="peak learning rate with cosine decay: of SGD (momentum 0.9, weight decay "
-        "5e-4) for self-supervised runs, of Adam for supervised ones. Default: "
-        f"{DEFAULT_LEARNING_RATE} (self-supervised), {supervised['learning_rate']} "
-        "(supervised)",
+        help="peak learning rate of SGD (momentum 0.9, weight decay 5e-4, cosine decay)",
     )
     add_supervised_arguments(train, default)
     train.add_argument(
@@ -252,8 +249,8 @@ SELF_SUPERVISED_ONLY = ("projector_dim",)
 def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argparse.Namespace:
     """Returns `args` with the job's own defaults filled in.
 
-    The self-supervised and supervised jobs have their own epochs, batch size
-    and learning rate; an option of one job given to the other is refused.
+    The self-supervised and supervised jobs have their own epochs and batch
+    size; an option of one job given to the other is refused.
 
     Raises:
         UsageError: If an option does not belong to the job of `--algorithm`.
@@ -278,11 +275,7 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
     defaults = (
         SUPERVISED_DEFAULTS
         if supervised
-        else {
-            "epochs": DEFAULT_EPOCHS,
-            "batch_size": DEFAULT_BATCH_SIZE,
-            "learning_rate": DEFAULT_LEARNING_RATE,
-        }
+        else {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE}
     )
     resolved = vars(args).copy()
     for key, value in defaults.items():

@@ -176,7 +176,7 @@ def build_models(
     schedule = keras.optimizers.schedules.CosineDecay(
         args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
     )
-    optimizer = keras.optimizers.Adam(schedule)
+    optimizer = keras.optimizers.SGD(schedule, momentum=0.9, weight_decay=5e-4)
     if args.algorithm == "arcface":
         centres = CosineClassifier(train_classes, name="class_centres")
         trainer = keras.Model(model.inputs, centres(model.outputs[0]), name="arcface_trainer")

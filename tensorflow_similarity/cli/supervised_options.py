@@ -20,7 +20,7 @@ SUPERVISED_ALGORITHMS = (
     "arcface",
 )
 # The supervised job's own defaults (see cli/supervised.py for how they were chosen).
-SUPERVISED_DEFAULTS = {"epochs": 4, "batch_size": 48, "learning_rate": 1e-3}
+SUPERVISED_DEFAULTS = {"epochs": 12, "batch_size": 48}
 DEFAULT_TRAIN_CLASSES = 6
 DEFAULT_EMBEDDING_SIZE = 128
 # Options of the supervised job only, and of the self-supervised job only: giving one to the
