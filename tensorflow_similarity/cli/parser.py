@@ -281,6 +281,8 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
     for key, value in defaults.items():
         if resolved.get(key) is None:
             resolved[key] = value
+    # The other job's options stay out of run.json.
+    resolved.update({key: None for key in foreign})
     return argparse.Namespace(**resolved)
 
 
@@ -336,7 +338,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         ("--projector-dim", args.projector_dim, 4),
         ("--embedding-size", args.embedding_size, 1),
     ):
-        if value < low:
+        if value is not None and value < low:
             raise UsageError(f"{flag} must be at least {low}; got {value}.")
     if args.algorithm in SUPERVISED_ALGORITHMS:
         check_supervised_numbers(args)
