@@ -210,24 +210,41 @@ def _subset(files: list[Path], limit: int | None, rng: np.random.Generator) -> l
     return [files[i] for i in keep]
 
 
-def _decode_files(files: list[Path], image_size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def read_image(path: Path, image_size: int) -> np.ndarray:
+    """Reads one image file as `load_data` reads a folder's: RGB, resized, in `[0, 1]`.
+
+    Args:
+        path: A PNG, JPEG, GIF or BMP file.
+        image_size: Side of the square output image.
+
+    Returns:
+        A `[image_size, image_size, 3]` float32 array.
+
+    Raises:
+        ValueError: If the file cannot be read or decoded (named in the message).
+    """
     import tensorflow as tf
 
+    try:
+        image = tf.io.decode_image(
+            Path(path).read_bytes(), channels=3, expand_animations=False, dtype=tf.float32
+        )
+    except (tf.errors.OpError, OSError) as error:
+        reason = getattr(error, "strerror", None) or getattr(error, "message", None)
+        reason = reason or str(error)
+        raise ValueError(
+            f"cannot read image {str(path)!r}: {reason.splitlines()[0]}. Remove or replace "
+            "the file (PNG, JPEG, GIF and BMP are supported)."
+        ) from None
+    return _resize(image.numpy()[None], image_size)[0]
+
+
+def _decode_files(files: list[Path], image_size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     class_names = sorted({path.parent.name for path in files})
     index = {name: i for i, name in enumerate(class_names)}
     images = np.empty((len(files), image_size, image_size, 3), np.float32)
     for i, path in enumerate(files):
-        try:
-            image = tf.io.decode_image(
-                path.read_bytes(), channels=3, expand_animations=False, dtype=tf.float32
-            )
-        except (tf.errors.OpError, OSError) as error:
-            reason = getattr(error, "message", None) or str(error)
-            raise ValueError(
-                f"cannot read image {str(path)!r}: {reason.splitlines()[0]}. Remove or replace "
-                "the file (PNG, JPEG, GIF and BMP are supported)."
-            ) from None
-        images[i] = _resize(image.numpy()[None], image_size)[0]
+        images[i] = read_image(path, image_size)
     labels = np.array([index[path.parent.name] for path in files], np.int32)
     return images, labels, class_names
 

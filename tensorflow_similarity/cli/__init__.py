@@ -1,44 +1,66 @@
-"""The `tfsim` command: self-supervised pretraining with synchronised batch norm.
+"""The `tfsim` command: self-supervised pretraining and supervised metric learning.
 
-`tfsim train` (or `python -m tensorflow_similarity train`) trains a
-`ContrastiveModel` under a `tf.distribute` strategy and reports the kNN
-accuracy of its embeddings. With no options it runs a small job that needs no
-network: SimSiam with a ResNet-18 on scikit-learn's handwritten digits, batch
-norm synchronised over 2 replicas (logical CPU devices when there is no GPU,
-all visible GPUs when there are). Run `tfsim train --help` for every option.
+`tfsim train` (or `python -m tensorflow_similarity train`) runs one of two
+jobs under a `tf.distribute` strategy, with batch norm synchronised over the
+replicas (`--sync-bn`, `--sync-group-size`). Neither needs a network: by
+default they train a ResNet-18 on scikit-learn's handwritten digits over 2
+replicas (logical CPU devices when there is no GPU, all visible GPUs when
+there are). Run `tfsim train --help` for every option.
 
-Two kNN accuracies (k=20, weighted votes, against the clean training images)
-are reported before training and after each epoch: of the clean test images
-(`knn_accuracy`), and of augmented test images (`knn_accuracy_augmented`),
-each the first view the run's own augmenter draws with `step=-1` (which no
-training batch uses), the same queries before and after training. The second
-measures what self-supervision teaches, invariance to those augmentations;
-random ResNet features already score high on clean digits.
+* Self-supervised (`--algorithm simsiam`, the default, or `simclr`,
+  `barlow`, `vicreg`): trains a `ContrastiveModel` on unlabelled views and
+  reports the kNN accuracy of its embeddings (k=20, weighted votes, against
+  the clean training images) before training and after each epoch: of the
+  clean test images (`knn_accuracy`), and of augmented test images
+  (`knn_accuracy_augmented`, each the first view the run's own augmenter
+  draws with `step=-1`, which no training batch uses). The second measures
+  invariance to the run's augmentations; random ResNet features already
+  score high on clean digits.
+* Supervised (`--algorithm multisimilarity`, `triplet`, `circle`, `pn`,
+  `softnn`, `supcon`, `arcface`): trains a `SimilarityModel` with that metric
+  loss on the first `--train-classes` classes (6 of the digits' 10) with
+  class-balanced batches, indexes the training images of every class, and
+  reports recall@1 and mAP@R of the held-out images before and after
+  training, for the classes trained on and the unseen ones apart.
 
-What it writes to `--output` (default `tfsim-output`):
+`tfsim lookup --output DIR [--k 5] [--json] IMAGE_OR_FOLDER...` embeds images
+with a supervised run's model and prints their nearest indexed images
+(rank, class, distance), or JSON.
 
-* `model.keras`: the trained `ContrastiveModel` (`keras.saving.load_model`).
-* `history.json`: per-epoch loss, collapse monitors, both kNN accuracies,
-  seconds and images per second, and both kNN accuracies before training.
+What `train` writes to `--output` (default `tfsim-output`):
+
+* `model.keras`: the trained model (`keras.saving.load_model`); for a
+  supervised run, its index beside it in `model.index/`
+  (`model.load_index("model.keras")`).
+* `history.json`: per-epoch loss, the job's figures (collapse monitors and
+  both kNN accuracies, or retrieval figures), seconds and images per second, and the
+  figures before training.
 * `run.json`: the options of the run (what `--resume` continues).
 * `summary.json`: the table printed at the end.
 * `logs/`: TensorBoard logs (`tensorboard --logdir OUTPUT/logs`).
-* `loss.png`, `knn_accuracy.png` (both accuracies), `embeddings.png`: the
-  curves and a 2-D PCA projection of the test embeddings coloured by label.
+* Plots: `loss.png`, `embeddings.png` (a 2-D PCA of the test embeddings
+  coloured by class), and `knn_accuracy.png` (self-supervised) or
+  `retrieval.png` and `neighbours.png` (supervised: a few test images and
+  their nearest indexed images).
 * `backup/`: the last completed epoch while training runs (deleted at the
   end); `--resume` continues from it after an interruption.
 
 A seeded run is reproducible on the same machine (`--deterministic`, on by
 default), and a run interrupted and resumed ends with the weights of the
 uninterrupted one. Bad input (an unknown algorithm, a missing data folder, an
-unreadable image, a batch smaller than the replicas, ...) ends with
-`tfsim: error: ...` and exit status 2 before any model is built; Ctrl-C or
-SIGTERM ends with exit status 130 and keeps what was written. TensorFlow's C++
-log is hidden unless `TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
+unreadable image, a batch smaller than the replicas, an option of the other
+job, ...) ends with `tfsim: error: ...` and exit status 2 before any model is
+built; Ctrl-C or SIGTERM ends with exit status 130 and keeps what was
+written. TensorFlow's C++ log is hidden unless `TF_CPP_MIN_LOG_LEVEL` is set
+or `--verbose` is given.
 
-Modules: `parser` (options and their checks), `devices` (replicas and
-strategy), `training` (model, views, backup, `fit`), `report` (history,
-TensorBoard, summary table, plots), `command` (`main`).
+Modules: `parser` (options and their checks; the supervised job's and
+lookup's in `supervised_options`, the error in `errors`), `devices`
+(replicas and strategy), `training` (the self-supervised run: model, views,
+backup, `fit`), `report` (its history, TensorBoard, summary table, plots),
+`supervised` (the supervised run), `retrieval` (its figures),
+`supervised_report` (its summary table and plots), `lookup`, `command`
+(`main`).
 """
 
 from tensorflow_similarity.cli.command import main

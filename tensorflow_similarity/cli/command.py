@@ -13,14 +13,16 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity.cli import devices
+from tensorflow_similarity.cli import devices, lookup, supervised
 from tensorflow_similarity.cli.parser import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    SUPERVISED_ALGORITHMS,
     UsageError,
     build_parser,
     check_numbers,
     check_output,
+    resolve_defaults,
     resumed_options,
 )
 from tensorflow_similarity.cli.training import train
@@ -51,6 +53,10 @@ def main(
     Example:
 
     >>> main(["train", "--epochs", "1", "--limit", "200", "--output", "run"])
+    0
+    >>> main(["train", "--algorithm", "multisimilarity", "--output", "sup"])
+    0
+    >>> main(["lookup", "--output", "sup", "--k", "3", "digit.png"])
     0
     """
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -121,9 +127,12 @@ def _run(
     explicit: dict[str, Any],
     callbacks: Sequence[keras.callbacks.Callback],
 ) -> int:
+    if args.command == "lookup":
+        return lookup.run(args)
     output = Path(args.output).expanduser()
     if args.resume:
         args = resumed_options(args, explicit, output)
+    args = resolve_defaults(args, explicit)
     check_numbers(args)
     check_output(output)
     try:
@@ -137,6 +146,9 @@ def _run(
         data = load_data(args.data, args.image_size, seed=args.seed, limit=args.limit)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if args.algorithm in SUPERVISED_ALGORITHMS:
+        supervised.check_data(args, data)
+        return supervised.train(args, plan, data, output, callbacks)
     if len(data.y_train) < args.batch_size:
         raise UsageError(
             f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} training "

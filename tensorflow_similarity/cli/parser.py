@@ -15,6 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.cli.supervised_options import (
+    SUPERVISED_ALGORITHMS,
+    SUPERVISED_DEFAULTS,
+    SUPERVISED_ONLY,
+    add_lookup_command,
+    add_supervised_arguments,
+    check_supervised_numbers,
+)
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS
 
 STRATEGIES = ("mirrored", "multi-worker", "one-device")
@@ -24,6 +33,7 @@ STRATEGIES = ("mirrored", "multi-worker", "one-device")
 DEFAULT_IMAGE_SIZE = 8
 DEFAULT_EPOCHS = 3
 DEFAULT_BATCH_SIZE = 128
+DEFAULT_LEARNING_RATE = 0.05
 DEFAULT_CPU_REPLICAS = 2
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -45,11 +55,11 @@ RUN_OPTIONS = (
     "projector_dim",
     "seed",
     "limit",
+    "train_classes",
+    "embedding_size",
+    "classes_per_batch",
+    "augment",
 )
-
-
-class UsageError(Exception):
-    """Bad input: reported as `tfsim: error: <message>`, exit status 2, no traceback."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,9 +103,12 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--algorithm",
-        choices=ALGORITHMS,
+        choices=ALGORITHMS + SUPERVISED_ALGORITHMS,
         default=default("simsiam"),
-        help="self-supervised algorithm (loss, projector and predictor of its paper)",
+        help="self-supervised algorithm (loss, projector and predictor of its paper: "
+        + ", ".join(ALGORITHMS)
+        + "), or the metric loss of supervised metric learning of a SimilarityModel on "
+        "labelled classes (" + ", ".join(SUPERVISED_ALGORITHMS) + ")",
     )
     train.add_argument(
         "--backbone",
@@ -152,29 +165,38 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         help="side of the square images the model sees (the data are resized); the default "
         "keeps the digits' own resolution so that the default run stays fast on CPUs",
     )
+    supervised = SUPERVISED_DEFAULTS
     train.add_argument(
-        "--epochs", type=int, default=default(DEFAULT_EPOCHS), help="training epochs"
+        "--epochs",
+        type=int,
+        default=default(None),
+        help=f"training epochs. Default: {DEFAULT_EPOCHS} (self-supervised), "
+        f"{supervised['epochs']} (supervised)",
     )
     train.add_argument(
         "--batch-size",
         type=int,
-        default=default(DEFAULT_BATCH_SIZE),
-        help="global batch size, split over the replicas (at least one image each)",
+        default=default(None),
+        help="global batch size, split over the replicas (at least one image each); "
+        "supervised batches hold --classes-per-batch classes with the same number of images "
+        f"each. Default: {DEFAULT_BATCH_SIZE} (self-supervised), {supervised['batch_size']} "
+        "(supervised)",
     )
     train.add_argument(
         "--learning-rate",
         type=float,
-        default=default(0.05),
+        default=default(DEFAULT_LEARNING_RATE),
         metavar="LR",
         help="peak learning rate of SGD (momentum 0.9, weight decay 5e-4, cosine decay)",
     )
+    add_supervised_arguments(train, default)
     train.add_argument(
         "--projector-dim",
         type=int,
         default=default(512),
         metavar="D",
-        help="width of the projector's layers (SimSiam's predictor: D/4); the papers use "
-        "2048-8192 for ImageNet",
+        help="self-supervised: width of the projector's layers (SimSiam's predictor: D/4); "
+        "the papers use 2048-8192 for ImageNet",
     )
     train.add_argument(
         "--seed",
@@ -217,7 +239,51 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         default=default(False),
         help="show TensorFlow's C++ log (hidden by default unless TF_CPP_MIN_LOG_LEVEL is set)",
     )
+    add_lookup_command(commands)
     return parser
+
+
+SELF_SUPERVISED_ONLY = ("projector_dim",)
+
+
+def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argparse.Namespace:
+    """Returns `args` with the job's own defaults filled in.
+
+    The self-supervised and supervised jobs have their own epochs and batch
+    size; an option of one job given to the other is refused.
+
+    Raises:
+        UsageError: If an option does not belong to the job of `--algorithm`.
+    """
+    supervised = args.algorithm in SUPERVISED_ALGORITHMS
+    foreign = SELF_SUPERVISED_ONLY if supervised else SUPERVISED_ONLY
+    for key in foreign:
+        if key in explicit:
+            flag = "--" + key.replace("_", "-")
+            job, other = (
+                ("supervised", "self-supervised")
+                if supervised
+                else (
+                    "self-supervised",
+                    "supervised",
+                )
+            )
+            raise UsageError(
+                f"{flag} is an option of {other} runs; --algorithm {args.algorithm} is "
+                f"{job}. Drop {flag}."
+            )
+    defaults = (
+        SUPERVISED_DEFAULTS
+        if supervised
+        else {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE}
+    )
+    resolved = vars(args).copy()
+    for key, value in defaults.items():
+        if resolved.get(key) is None:
+            resolved[key] = value
+    # The other job's options stay out of run.json.
+    resolved.update({key: None for key in foreign})
+    return argparse.Namespace(**resolved)
 
 
 def resumed_options(
@@ -270,9 +336,12 @@ def check_numbers(args: argparse.Namespace) -> None:
         ("--batch-size", args.batch_size, 1),
         ("--image-size", args.image_size, 1),
         ("--projector-dim", args.projector_dim, 4),
+        ("--embedding-size", args.embedding_size, 1),
     ):
-        if value < low:
+        if value is not None and value < low:
             raise UsageError(f"{flag} must be at least {low}; got {value}.")
+    if args.algorithm in SUPERVISED_ALGORITHMS:
+        check_supervised_numbers(args)
     if args.replicas is not None and args.replicas < 1:
         raise UsageError(f"--replicas must be a positive integer; got {args.replicas}.")
     if args.limit is not None and args.limit < 2:

@@ -1,0 +1,138 @@
+"""`tfsim lookup`: the nearest indexed images of images, with a supervised run's model.
+
+The images are read as the training job read its data folder (RGB, resized
+to the run's `--image-size` from run.json, scaled to `[0, 1]`), so any size
+and PNG/JPEG/GIF/BMP file is accepted. Everything that can be checked
+without the model (the run's folder, its index's size against `--k`, every
+image) is checked before the model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from tensorflow_similarity.cli.parser import SUPERVISED_ALGORITHMS, UsageError
+from tensorflow_similarity.data import IMAGE_EXTENSIONS, read_image
+from tensorflow_similarity.indexer import Indexer
+from tensorflow_similarity.models.index_mixin import index_path
+
+
+def image_paths(arguments: list[str]) -> list[Path]:
+    """Returns the image files named by `arguments`: files, and folders' images in name order.
+
+    Raises:
+        UsageError: For a path that does not exist, or a folder without images.
+    """
+    paths: list[Path] = []
+    for argument in arguments:
+        path = Path(argument).expanduser()
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and p.suffix.lower() in IMAGE_EXTENSIONS
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not found:
+                raise UsageError(
+                    f"folder {argument!r} holds no images ({', '.join(IMAGE_EXTENSIONS)} "
+                    "files); give image files or folders of them."
+                )
+            paths.extend(found)
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise UsageError(f"image {argument!r} does not exist; give image files or folders.")
+    return paths
+
+
+def _run_settings(output: Path) -> dict[str, Any]:
+    """Returns the run.json of a finished supervised run in `output`, or raises `UsageError`."""
+    train_it = f"train one with: tfsim train --algorithm multisimilarity --output {output}"
+    run_file = output / "run.json"
+    if not output.is_dir():
+        raise UsageError(f"--output {str(output)!r} is not a folder; {train_it}.")
+    if not run_file.is_file():
+        raise UsageError(f"{str(output)!r} holds no tfsim run (no run.json); {train_it}.")
+    run = json.loads(run_file.read_text())
+    algorithm = run.get("options", {}).get("algorithm")
+    if algorithm not in SUPERVISED_ALGORITHMS:
+        raise UsageError(
+            f"{str(output)!r} holds a self-supervised run ({algorithm}): its ContrastiveModel "
+            f"has no index to look images up in. Lookup needs a supervised run; {train_it}-sup."
+        )
+    if not (output / "model.keras").is_file():
+        raise UsageError(
+            f"{str(output)!r} has no model.keras: its run has not finished. Finish it with: "
+            f"tfsim train --output {output} --resume"
+        )
+    if not index_path(output / "model.keras").is_dir():
+        raise UsageError(
+            f"{str(output)!r} has model.keras but no index "
+            f"({index_path(output / 'model.keras').name}/); train the run again to write it: "
+            f"tfsim train --algorithm {algorithm} --output {output}"
+        )
+    return run
+
+
+def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Returns, per image, its `args.k` nearest indexed images (rank, label, class, distance).
+
+    Raises:
+        UsageError: For a folder without a finished supervised run, a bad
+            `--k`, or an image that cannot be read.
+    """
+    output = Path(args.output).expanduser()
+    if args.k < 1:
+        raise UsageError(f"--k must be at least 1; got {args.k}.")
+    run = _run_settings(output)
+    index_size = int(Indexer.read_metadata(index_path(output / "model.keras"))["size"])
+    if args.k > index_size:
+        raise UsageError(f"--k {args.k} is larger than the {index_size} indexed images.")
+    size = int(run["options"]["image_size"])
+    paths = image_paths(args.images)
+    try:
+        images = np.stack([read_image(path, size) for path in paths])
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    model = keras.saving.load_model(output / "model.keras")
+    model.load_index(output / "model.keras")
+    names = run.get("class_names") or []
+    results = []
+    for path, found in zip(paths, model.lookup(images, k=args.k, verbose=0), strict=True):
+        results.append(
+            {
+                "image": str(path),
+                "neighbours": [
+                    {
+                        "rank": rank,
+                        "label": int(n.label),
+                        "class": names[n.label] if n.label < len(names) else str(n.label),
+                        "distance": float(n.distance),
+                    }
+                    for rank, n in enumerate(found, start=1)
+                ],
+            }
+        )
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints the neighbours of `args.images` as text, or JSON with `--json`; returns 0."""
+    results = neighbours(args)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for result in results:
+        print(result["image"])
+        print("  rank  label  class                 distance")
+        for n in result["neighbours"]:
+            print(f"  {n['rank']:>4}  {n['label']:>5}  {n['class']:<20}  {n['distance']:.6f}")
+    return 0

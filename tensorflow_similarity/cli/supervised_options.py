@@ -1,0 +1,118 @@
+"""The options of the supervised `tfsim train` job and of `tfsim lookup`, and their checks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.data import IMAGE_EXTENSIONS
+
+# Supervised metric learning (`cli.supervised`): the metric loss of each name.
+SUPERVISED_ALGORITHMS = (
+    "multisimilarity",
+    "triplet",
+    "circle",
+    "pn",
+    "softnn",
+    "supcon",
+    "arcface",
+)
+# The supervised job's own defaults (see cli/supervised.py for how they were chosen).
+SUPERVISED_DEFAULTS = {"epochs": 12, "batch_size": 48}
+DEFAULT_TRAIN_CLASSES = 6
+DEFAULT_EMBEDDING_SIZE = 128
+# Options of the supervised job only, and of the self-supervised job only: giving one to the
+# other job is an error rather than silently ignored.
+SUPERVISED_ONLY = ("train_classes", "classes_per_batch", "embedding_size", "augment")
+
+
+def add_supervised_arguments(train: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """Adds the supervised job's options to the `train` parser."""
+    train.add_argument(
+        "--train-classes",
+        type=int,
+        default=default(DEFAULT_TRAIN_CLASSES),
+        metavar="N",
+        help="supervised: train on the first N classes only (the digits 0 to N-1); the "
+        "others are unseen in training and show how the embedding generalises",
+    )
+    train.add_argument(
+        "--classes-per-batch",
+        type=int,
+        default=default(None),
+        metavar="C",
+        help="supervised: classes in each batch (it holds batch-size / C images of each). "
+        "Default: all --train-classes",
+    )
+    train.add_argument(
+        "--embedding-size",
+        type=int,
+        default=default(DEFAULT_EMBEDDING_SIZE),
+        metavar="D",
+        help="supervised: size of the L2-normalised embedding the index searches",
+    )
+    train.add_argument(
+        "--augment",
+        action=argparse.BooleanOptionalAction,
+        default=default(True),
+        help="supervised: train on augmented images (a random resized crop, colour jitter "
+        "and blur of each, no flip), a regulariser (on the digits: unseen-class recall@1 "
+        "0.95 with, 0.87 without)",
+    )
+
+
+def add_lookup_command(commands: Any) -> None:
+    """Adds the `lookup` sub-command to the sub-parsers `commands`."""
+    lookup = commands.add_parser(
+        "lookup",
+        help="find the nearest indexed images of images, with a supervised run's model",
+        description=(
+            "Embed images with the model of a supervised run (OUTPUT/model.keras) and print "
+            "the nearest images of its index (the training images of every class): rank, "
+            "class and distance. Images are read as training read them: converted to RGB, "
+            "resized to the run's --image-size and scaled to [0, 1]."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    lookup.add_argument(
+        "images",
+        nargs="+",
+        metavar="IMAGE_OR_FOLDER",
+        help="image files (" + ", ".join(IMAGE_EXTENSIONS) + "), or folders: their images, "
+        "sub-folders included, in name order",
+    )
+    lookup.add_argument(
+        "--output",
+        default="tfsim-output",
+        metavar="DIR",
+        help="the folder of a finished supervised `tfsim train` run",
+    )
+    lookup.add_argument("--k", type=int, default=5, help="neighbours per image")
+    lookup.add_argument(
+        "--json", action="store_true", help="print JSON instead of a table, for programs"
+    )
+
+
+def check_supervised_numbers(args: argparse.Namespace) -> None:
+    """Raises `UsageError` if the supervised batch options do not fit together."""
+    if args.train_classes < 2:
+        raise UsageError(
+            f"--train-classes must be at least 2 (a metric loss compares classes); got "
+            f"{args.train_classes}."
+        )
+    classes = args.classes_per_batch
+    if classes is None:
+        classes = args.train_classes
+    elif not 2 <= classes <= args.train_classes:
+        raise UsageError(
+            f"--classes-per-batch must be between 2 and --train-classes "
+            f"({args.train_classes}); got {classes}."
+        )
+    if args.batch_size % classes or args.batch_size // classes < 2:
+        raise UsageError(
+            f"--batch-size {args.batch_size} must be a multiple of the {classes} classes per "
+            f"batch, with at least 2 images of each (positive pairs); use e.g. --batch-size "
+            f"{classes * max(2, args.batch_size // classes)}."
+        )

@@ -1,0 +1,227 @@
+"""What a supervised `tfsim` run reports: history.json, the summary table and its plots."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib.image
+import numpy as np
+from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
+
+from tensorflow_similarity.cli import report
+from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.retrieval import FIGURES, GROUPS, figure_name
+from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.indexer import Indexer
+from tensorflow_similarity.visualization import projector, viz_neighbors_imgs
+
+# Queries drawn in neighbours.png: the first test images of this many seen and unseen classes.
+NEIGHBOUR_QUERIES = 2
+NEIGHBOURS = 5
+_TITLES = {"recall_at_1": "recall@1", "map_at_r": "mAP@R"}
+
+
+class RetrievalHistoryWriter(report.HistoryWriter):
+    """`report.HistoryWriter` whose file holds the retrieval figures before training.
+
+    history.json: `{"retrieval_before": {...}, "epochs": [...]}`.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        records: list[dict[str, Any]],
+        before: dict[str, float],
+        timer: report.EpochTimer,
+    ) -> None:
+        super().__init__(None, records, before, timer)
+        self.history_path = path
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        super().on_epoch_end(epoch, logs)
+        if self.history_path is not None:
+            report.write_json(
+                self.history_path, {"retrieval_before": self.knn_before, "epochs": self.records}
+            )
+
+
+def first_line(
+    args: argparse.Namespace,
+    data: ImageData,
+    seen_images: int,
+    plan: DevicePlan,
+    batch_norm: str,
+    before: dict[str, float],
+) -> str:
+    """The line printed before training: what trains on what, and the untrained figures."""
+    size = args.image_size
+    unseen = before.get(figure_name("recall_at_1", "unseen"))
+    untrained = f"recall@1 before training: seen {before[figure_name('recall_at_1', 'seen')]:.3f}"
+    if unseen is not None:
+        untrained += f", unseen {unseen:.3f}"
+    return (
+        f"tfsim: {args.algorithm} with {args.backbone} on {data.source}: {seen_images} train "
+        f"images of the first {args.train_classes} of {data.num_classes} classes, "
+        f"{len(data.y_train)} indexed, {len(data.y_test)} test queries at {size}x{size}; "
+        f"{plan.replicas} replicas ({args.strategy}), batch norm {batch_norm}; {untrained}"
+    )
+
+
+def _steady(values: list[float]) -> float:
+    # The first epoch also builds the graph; leave it out when there are others.
+    values = values[1:] if len(values) > 1 else values
+    return sum(values) / len(values)
+
+
+def summary(
+    args: argparse.Namespace,
+    plan: DevicePlan,
+    records: list[dict[str, Any]],
+    before: dict[str, float],
+    batch_norm: str,
+    index_size: int,
+) -> dict[str, Any]:
+    """Returns the run's summary (summary.json, and the rows of `table`)."""
+    after = {key: records[-1][key] for key in before if key in records[-1]}
+    return {
+        "algorithm": args.algorithm,
+        "before": dict(before),
+        "after": after,
+        "train_classes": args.train_classes,
+        "index_size": index_size,
+        "images_per_second": _steady([r["images_per_second"] for r in records]),
+        "seconds_per_epoch": _steady([r["seconds"] for r in records]),
+        "epochs": len(records),
+        "replicas": plan.replicas,
+        "strategy": args.strategy,
+        "batch_norm": batch_norm,
+        "sync_bn": bool(args.sync_bn),
+        "deterministic": bool(args.deterministic),
+    }
+
+
+def table(summary: dict[str, Any]) -> str:
+    """Returns `summary` as the table printed at the end of a run."""
+    rows = [("", "before training", "after training")]
+    for group in GROUPS:
+        for figure in FIGURES:
+            key = figure_name(figure, group)
+            if key in summary["before"]:
+                rows.append(
+                    (
+                        f"{_TITLES[figure]}, {group} classes",
+                        f"{summary['before'][key]:.3f}",
+                        f"{summary['after'][key]:.3f}",
+                    )
+                )
+    for name, value in (
+        ("images per second (training)", f"{summary['images_per_second']:.1f}"),
+        ("seconds per epoch (training)", f"{summary['seconds_per_epoch']:.1f}"),
+        ("epochs", str(summary["epochs"])),
+        ("classes trained on", str(summary["train_classes"])),
+        ("images indexed", str(summary["index_size"])),
+        ("replicas", f"{summary['replicas']} ({summary['strategy']})"),
+        ("batch norm", summary["batch_norm"]),
+    ):
+        rows.append((name, value, ""))
+    paired = [row for row in rows if row[2] or row is rows[0]]
+    widths = [max(len(row[i]) for row in (rows if i == 0 else paired)) for i in range(3)]
+    # A value without a pair spans both value columns: widen the last if it needs more.
+    single = max(len(row[1]) for row in rows if row not in paired)
+    widths[2] += max(0, single - (widths[1] + widths[2] + 3))
+    rule = "+-" + "-+-".join("-" * w for w in widths) + "-+"
+    lines = [rule]
+    for number, row in enumerate(rows):
+        if row[2] or number == 0:
+            lines.append(
+                "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+            )
+        else:
+            wide = widths[1] + widths[2] + 3
+            lines.append(f"| {row[0].ljust(widths[0])} | {row[1].ljust(wide)} |")
+        if number == 0:
+            lines.append(rule)
+    lines.append(rule)
+    return "\n".join(lines)
+
+
+def plot(
+    output: Path,
+    records: list[dict[str, Any]],
+    before: dict[str, float],
+    index: Indexer,
+    test_embeddings: np.ndarray,
+    data: ImageData,
+    train_classes: int,
+) -> None:
+    """Writes loss.png, retrieval.png, neighbours.png and embeddings.png to `output`.
+
+    neighbours.png: for the first test images of a few seen and unseen
+    classes, their nearest indexed images (`visualization.viz_neighbors_imgs`,
+    wrong classes in red); embeddings.png: a 2-D PCA of the test embeddings
+    (`visualization.projector`).
+    """
+    epochs = [r["epoch"] for r in records]
+    figure = Figure(figsize=(5, 3.5))
+    axis = figure.subplots()
+    axis.plot(epochs, [r["loss"] for r in records], marker="o")
+    axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
+    figure.tight_layout()
+    figure.savefig(output / "loss.png", dpi=100)
+
+    figure = Figure(figsize=(6, 4))
+    axis = figure.subplots()
+    for key in before:
+        values = [before[key]] + [r.get(key, float("nan")) for r in records]
+        axis.plot([0, *epochs], values, marker="o", label=key.replace("_", " "))
+    axis.set(xlabel="epoch (0: before training)", ylabel="test images", title="Retrieval")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(output / "retrieval.png", dpi=100)
+
+    _plot_neighbours(output / "neighbours.png", index, test_embeddings, data, train_classes)
+    names = dict(enumerate(data.class_names))
+    figure, _ = projector(
+        test_embeddings, data.y_test, names, title="Test embeddings (PCA)", show=False
+    )
+    figure.savefig(output / "embeddings.png", dpi=100)
+    plt.close(figure)
+
+
+def _plot_neighbours(
+    path: Path, index: Indexer, test_embeddings: np.ndarray, data: ImageData, train_classes: int
+) -> None:
+    firsts = {}
+    for row, label in enumerate(data.y_test.tolist()):
+        firsts.setdefault(label, row)
+    seen = [firsts[c] for c in sorted(firsts) if c < train_classes][:NEIGHBOUR_QUERIES]
+    unseen = [firsts[c] for c in sorted(firsts) if c >= train_classes][:NEIGHBOUR_QUERIES]
+    k = min(NEIGHBOURS, index.size())
+    names = dict(enumerate(data.class_names))
+    strips = []
+    for query in seen + unseen:
+        neighbours = index.single_lookup(test_embeddings[query], k=k)
+        figure, _ = viz_neighbors_imgs(
+            data.x_test[query],
+            int(data.y_test[query]),
+            neighbours,
+            names,
+            fig_size=(2 * (k + 1), 2.4),
+            show=False,
+        )
+        # One figure per query (the module draws one row each), stacked into one image.
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=60)
+        plt.close(figure)
+        buffer.seek(0)
+        strips.append(matplotlib.image.imread(buffer, format="png"))
+    width = max(strip.shape[1] for strip in strips)
+    padded = [
+        np.pad(strip, ((0, 0), (0, width - strip.shape[1]), (0, 0)), constant_values=1.0)
+        for strip in strips
+    ]
+    matplotlib.image.imsave(path, np.concatenate(padded, axis=0))

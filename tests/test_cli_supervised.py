@@ -1,0 +1,423 @@
+"""The supervised `tfsim train` job and `tfsim lookup`.
+
+Quick runs are made in this process with `main([...])` on one device (the
+8 logical CPUs of conftest already exist, so the command cannot make its
+own); `--no-deterministic` keeps TensorFlow's global op determinism off for
+the other tests of the session. The runs with 2 replicas and synchronised
+batch norm (the default, resume after an interruption) are subprocesses, as
+in test_cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.cli import main
+from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
+from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
+from tensorflow_similarity.data import load_data, read_image
+from tests.test_cli import (
+    INTERRUPTING_DRIVER,
+    assert_same_weights,
+    history,
+    tfsim,
+    tfsim_command,
+    weights,
+)
+
+LIMIT = 160
+# One quick in-process run: 160 digits (about 75 training images of the 6 seen classes).
+IN_PROCESS = [
+    "--strategy",
+    "one-device",
+    "--no-deterministic",
+    "--limit",
+    str(LIMIT),
+    "--batch-size",
+    "12",
+    "--epochs",
+    "1",
+    "--embedding-size",
+    "16",
+]
+# Two replicas, synchronised batch norm, deterministic: for the resume test.
+QUICK = ["--limit", "240", "--batch-size", "12", "--epochs", "2", "--embedding-size", "16"]
+
+
+def run_main(*args: str) -> int:
+    return main(["train", *args])
+
+
+_RUNS: dict[str, tuple[Path, int]] = {}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Makes the quick run of an algorithm when a test first asks for it: (folder, status)."""
+    root = tmp_path_factory.mktemp("supervised")
+
+    def run(algorithm: str) -> tuple[Path, int]:
+        if algorithm not in _RUNS:
+            output = root / algorithm
+            status = run_main("--algorithm", algorithm, *IN_PROCESS, "--output", str(output))
+            _RUNS[algorithm] = (output, status)
+        return _RUNS[algorithm]
+
+    yield run
+    _RUNS.clear()
+
+
+# Each quick run costs tens of seconds (a ResNet-18 traced): two in the fast loop.
+FAST_ALGORITHMS = ("multisimilarity", "arcface")
+
+
+def test_every_algorithm_has_a_loss():
+    assert set(LOSSES) == set(SUPERVISED_ALGORITHMS)
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        name if name in FAST_ALGORITHMS else pytest.param(name, marks=pytest.mark.slow)
+        for name in SUPERVISED_ALGORITHMS
+    ],
+)
+def test_each_algorithm_trains_and_writes_its_outputs(runs, algorithm):
+    output, status = runs(algorithm)
+    assert status == 0
+    for name in ["model.keras", "history.json", "run.json", "summary.json"]:
+        assert (output / name).is_file(), name
+    for plot in ["loss.png", "retrieval.png", "neighbours.png", "embeddings.png"]:
+        assert (output / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
+    assert list((output / "logs" / "train").glob("events.out.tfevents.*"))
+    assert (output / "model.index").is_dir()
+    assert not (output / "backup").exists()
+    recorded = history(output)
+    assert [r["epoch"] for r in recorded["epochs"]] == [1]
+    assert np.isfinite(recorded["epochs"][0]["loss"])
+    for key in ["recall_at_1_seen", "map_at_r_seen", "recall_at_1_unseen", "map_at_r_unseen"]:
+        assert 0.0 <= recorded["retrieval_before"][key] <= 1.0
+        assert 0.0 <= recorded["epochs"][0][key] <= 1.0
+    model = keras.saving.load_model(output / "model.keras")
+    # The saved model embeds (ArcFace's class centres are left out).
+    assert model.predict(np.zeros((2, 8, 8, 3), np.float32), verbose=0).shape == (2, 16)
+
+
+def _numpy_retrieval(index_x, index_y, query_x, query_y, seen_classes):
+    """recall@1 and mAP@R with float64 loops: R = indexed images of the query's class."""
+    index_x = index_x / np.linalg.norm(index_x, axis=1, keepdims=True)
+    query_x = query_x / np.linalg.norm(query_x, axis=1, keepdims=True)
+    figures = {}
+    for group, members in (("seen", True), ("unseen", False)):
+        recalls, precisions = [], []
+        for query, label in zip(query_x, query_y, strict=True):
+            if (label in seen_classes) != members:
+                continue
+            distances = [1.0 - float(np.dot(query, item)) for item in index_x]
+            order = sorted(range(len(distances)), key=lambda i: distances[i])
+            recalls.append(float(index_y[order[0]] == label))
+            r = int(sum(1 for y in index_y if y == label))
+            hits, total = 0, 0.0
+            for rank, item in enumerate(order[:r], start=1):
+                if index_y[item] == label:
+                    hits += 1
+                    total += hits / rank
+            precisions.append(total / r)
+        figures[f"recall_at_1_{group}"] = sum(recalls) / len(recalls)
+        figures[f"map_at_r_{group}"] = sum(precisions) / len(precisions)
+    return figures
+
+
+def test_summary_figures_equal_a_numpy_recomputation(runs):
+    output, _ = runs("multisimilarity")
+    data = load_data("digits", 8, seed=0, limit=LIMIT)
+    model = keras.saving.load_model(output / "model.keras")
+    model.load_index(output / "model.keras")
+    index_embeddings = np.asarray(model.predict(data.x_train, verbose=0), np.float64)
+    query_embeddings = np.asarray(model.predict(data.x_test, verbose=0), np.float64)
+    expected = _numpy_retrieval(
+        index_embeddings, data.y_train, query_embeddings, data.y_test, set(range(6))
+    )
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["index_size"] == len(data.y_train)
+    # Not closer: a one-epoch model has float32 near-ties (distances 1e-8 apart) that the
+    # index's search and the float64 loop may order either way, moving an AP by ~1e-4.
+    assert summary["after"] == pytest.approx(expected, abs=2e-3)
+    assert summary["after"] == pytest.approx(
+        {k: history(output)["epochs"][-1][k] for k in expected}
+    )
+    # The saved index holds the training images of every class, with their labels.
+    nearest = model.lookup(data.x_test, k=1, verbose=0)
+    normed = index_embeddings / np.linalg.norm(index_embeddings, axis=1, keepdims=True)
+    queries = query_embeddings / np.linalg.norm(query_embeddings, axis=1, keepdims=True)
+    agree = 0
+    for row, query in zip(nearest, queries, strict=True):
+        distances = 1.0 - normed @ query
+        first, second = np.sort(distances)[:2]
+        assert row[0].distance == pytest.approx(first, abs=1e-5)
+        if second - first > 1e-5:
+            agree += int(row[0].label) == int(data.y_train[np.argmin(distances)])
+        else:
+            agree += 1  # a near-tie: either is the nearest
+    assert agree == len(queries)
+
+
+def test_batches_are_class_balanced_and_a_function_of_seed_and_step():
+    labels = np.repeat(np.arange(6), 10)
+    whole = balanced_batches(labels, 3, 4, seed=5, first_step=0, last_step=8)
+    assert whole.shape == (8, 12)
+    for batch in whole:
+        counts = np.unique(labels[batch], return_counts=True)[1]
+        assert counts.tolist() == [4, 4, 4]
+        assert len(set(batch.tolist())) == 12  # without replacement
+    np.testing.assert_array_equal(whole[5:], balanced_batches(labels, 3, 4, 5, 5, 8))
+    assert not np.array_equal(whole, balanced_batches(labels, 3, 4, 6, 0, 8))
+
+
+BAD_INPUTS = {
+    "one train class": (["--train-classes", "1"], "--train-classes must be at least 2"),
+    "more train classes than the data": (
+        ["--train-classes", "11", "--batch-size", "44", "--strategy", "one-device"],
+        "--train-classes 11 but",
+    ),
+    "batch not a multiple of the classes": (
+        ["--batch-size", "13"],
+        "--batch-size 13 must be a multiple of the 6 classes",
+    ),
+    "too many classes per batch": (
+        ["--classes-per-batch", "7"],
+        "--classes-per-batch must be between 2 and --train-classes (6)",
+    ),
+    "projector option": (["--projector-dim", "64"], "--projector-dim is an option of"),
+    "embedding size": (["--embedding-size", "0"], "--embedding-size must be at least 1"),
+    "batch larger than the seen images": (
+        ["--limit", "40", "--strategy", "one-device"],
+        "larger than the",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_supervised_input_is_a_clear_error_before_training(tmp_path, capsys, case):
+    args, message = BAD_INPUTS[case]
+    output = tmp_path / "out"
+    status = run_main("--algorithm", "triplet", *args, "--output", str(output))
+    error = capsys.readouterr().err
+    assert status == 2, error
+    assert error.startswith("tfsim: error:") and message in error
+    assert not (output / "run.json").exists()
+
+
+def test_supervised_option_given_to_a_self_supervised_run_is_an_error(tmp_path, capsys):
+    status = run_main("--train-classes", "4", "--output", str(tmp_path / "out"))
+    error = capsys.readouterr().err
+    assert status == 2
+    assert "--train-classes is an option of supervised runs" in error
+
+
+def write_query_images(folder: Path, count: int = 4) -> list[Path]:
+    data = load_data("digits", 8, seed=0, limit=LIMIT)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = folder / f"query{i}.png"
+        pixels = tf.cast(tf.round(data.x_test[i] * 255.0), tf.uint8)
+        path.write_bytes(tf.io.encode_png(pixels).numpy())
+        paths.append(path)
+    return paths
+
+
+def _loop_neighbours(output: Path, paths: list[Path], k: int) -> list[list[tuple[int, float]]]:
+    """The k nearest (label, cosine distance) of each image by a float64 loop."""
+    data = load_data("digits", 8, seed=0, limit=LIMIT)
+    model = keras.saving.load_model(output / "model.keras")
+    index = np.asarray(model.predict(data.x_train, verbose=0), np.float64)
+    index /= np.linalg.norm(index, axis=1, keepdims=True)
+    queries = np.asarray(
+        model.predict(np.stack([read_image(p, 8) for p in paths]), verbose=0), np.float64
+    )
+    found = []
+    for query in queries / np.linalg.norm(queries, axis=1, keepdims=True):
+        distances = [
+            (1.0 - float(np.dot(query, item)), int(y))
+            for item, y in zip(index, data.y_train, strict=True)
+        ]
+        found.append([(y, d) for d, y in sorted(distances)[:k]])
+    return found
+
+
+def test_lookup_json_and_text_match_a_numpy_nearest_neighbour_search(runs, tmp_path, capsys):
+    output, _ = runs("multisimilarity")
+    paths = write_query_images(tmp_path / "queries")
+    expected = _loop_neighbours(output, paths, k=3)
+
+    assert (
+        main(["lookup", "--output", str(output), "--k", "3", "--json", str(tmp_path / "queries")])
+        == 0
+    )
+    results = json.loads(capsys.readouterr().out)
+    assert [r["image"] for r in results] == [str(p) for p in paths]
+    for result, loop in zip(results, expected, strict=True):
+        assert [n["rank"] for n in result["neighbours"]] == [1, 2, 3]
+        distances = [d for _, d in loop]
+        for rank, (n, (label, distance)) in enumerate(zip(result["neighbours"], loop, strict=True)):
+            # A near-tie with the next or previous neighbour may be ordered either way.
+            gaps = [abs(distance - d) for j, d in enumerate(distances) if j != rank]
+            if min(gaps) > 1e-5:
+                assert n["label"] == label and n["class"] == str(label)
+        np.testing.assert_allclose(
+            [n["distance"] for n in result["neighbours"]], [d for _, d in loop], atol=1e-5
+        )
+
+    assert main(["lookup", "--output", str(output), "--k", "2", str(paths[1]), str(paths[0])]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == str(paths[1]) and text[4] == str(paths[0])
+    for lines, loop in ((text[2:4], expected[1]), (text[6:8], expected[0])):
+        for rank, (line, (_label, distance)) in enumerate(zip(lines, loop, strict=False), start=1):
+            fields = line.split()
+            assert fields[0] == str(rank) and fields[1] == fields[2]
+            assert float(fields[3]) == pytest.approx(distance, abs=2e-6)
+            assert int(fields[1]) in {y for y, d in loop if abs(d - distance) <= 1e-5}
+
+
+def _lookup_errors(tmp_path: Path, finished: Path) -> dict[str, tuple[list[str], str]]:
+    image = write_query_images(tmp_path / "queries", count=1)[0]
+    ssl = tmp_path / "ssl"
+    ssl.mkdir()
+    (ssl / "run.json").write_text(json.dumps({"options": {"algorithm": "simsiam"}}))
+    (ssl / "model.keras").write_bytes(b"")
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    shutil.copy(finished / "run.json", unfinished / "run.json")
+    no_index = tmp_path / "no_index"
+    no_index.mkdir()
+    for name in ["run.json", "model.keras"]:
+        shutil.copy(finished / name, no_index / name)
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    (tmp_path / "empty").mkdir()
+    good = str(image)
+    return {
+        "self-supervised run": (["--output", str(ssl), good], "holds a self-supervised run"),
+        "no run": (["--output", str(tmp_path / "empty"), good], "no run.json"),
+        "no model": (["--output", str(unfinished), good], "has no model.keras"),
+        "no index": (["--output", str(no_index), good], "but no index"),
+        "missing image": (
+            ["--output", str(finished), str(tmp_path / "nope.png")],
+            "does not exist",
+        ),
+        "unreadable image": (
+            ["--output", str(finished), str(tmp_path / "broken.png")],
+            "broken.png",
+        ),
+        "folder without images": (
+            ["--output", str(finished), str(tmp_path / "empty")],
+            "holds no images",
+        ),
+        "k below 1": (["--output", str(finished), "--k", "0", good], "--k must be at least 1"),
+        "k above the index": (
+            ["--output", str(finished), "--k", "100000", good],
+            "--k 100000 is larger than the",
+        ),
+    }
+
+
+LOOKUP_ERRORS = [
+    "self-supervised run",
+    "no run",
+    "no model",
+    "no index",
+    "missing image",
+    "unreadable image",
+    "folder without images",
+    "k below 1",
+    "k above the index",
+]
+
+
+@pytest.mark.parametrize("case", LOOKUP_ERRORS)
+def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
+    args, message = _lookup_errors(tmp_path, runs("multisimilarity")[0])[case]
+    status = main(["lookup", *args])
+    captured = capsys.readouterr()
+    assert status == 2, captured.err
+    assert captured.err.startswith("tfsim: error:") and message in captured.err
+    assert captured.out == ""
+
+
+@pytest.mark.slow
+def test_interrupt_then_resume_ends_with_the_uninterrupted_weights(tmp_path):
+    reference = tmp_path / "reference"
+    first = tfsim(
+        "train", "--algorithm", "multisimilarity", *QUICK, "--output", str(reference), cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    output = tmp_path / "out"
+    command, env = tfsim_command()
+    interrupted = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            INTERRUPTING_DRIVER,
+            "1",
+            "train",
+            "--algorithm",
+            "multisimilarity",
+            *QUICK,
+            "--output",
+            str(output),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert interrupted.returncode == 130, interrupted.stdout + interrupted.stderr
+    assert "interrupted after 1 completed epoch" in interrupted.stderr
+    assert not (output / "model.keras").exists()
+    resumed = tfsim("train", "--output", str(output), "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "Epoch 2/2" in resumed.stdout and "Epoch 1/2" not in resumed.stdout
+    assert [r["loss"] for r in history(output)["epochs"]] == [
+        r["loss"] for r in history(reference)["epochs"]
+    ]
+    assert_same_weights(weights(output / "model.keras"), weights(reference / "model.keras"))
+
+
+@pytest.mark.slow
+def test_default_supervised_run_learns_the_seen_classes(tmp_path):
+    result = tfsim(
+        "train",
+        "--algorithm",
+        "multisimilarity",
+        "--output",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for row in [
+        "recall@1, unseen classes",
+        "mAP@R, seen classes",
+        "images per second",
+        "synchronised over all 2 replicas",
+    ]:
+        assert row in result.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["replicas"] == 2 and summary["sync_bn"] is True
+    assert summary["index_size"] == 1438
+    before, after = summary["before"], summary["after"]
+    assert after["map_at_r_seen"] > before["map_at_r_seen"]  # it learnt the seen classes
+    # Unseen-class recall@1 is reported, not asserted: issue 15's goal (above the untrained
+    # network's) is met for 1 of 3 seeds with these defaults (cli/supervised.py).
+    for figures in (before, after):
+        assert 0.0 <= figures["recall_at_1_unseen"] <= 1.0
