@@ -91,13 +91,17 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     commands.required = True
     train = commands.add_parser(
         "train",
-        help="pretrain a self-supervised model and report the kNN accuracy of its embeddings",
+        help="train a self-supervised or a metric-learning model and report its embeddings' "
+        "quality",
         description=(
-            "Pretrain a self-supervised model with synchronised batch norm under tf.distribute "
-            "and report how good its embeddings are (weighted kNN accuracy on held-out "
-            "images). With no options: SimSiam, ResNet-18, sync batch norm over 2 replicas, "
-            f"the scikit-learn digits at {DEFAULT_IMAGE_SIZE}x{DEFAULT_IMAGE_SIZE}, "
-            f"{DEFAULT_EPOCHS} epochs: a few minutes on two CPU cores."
+            "Train an embedding model with synchronised batch norm under tf.distribute: "
+            "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
+            "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
+            "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
+            "every class, seen and unseen classes apart). With no options: SimSiam, ResNet-18, "
+            "sync batch norm over 2 replicas, the scikit-learn digits at "
+            f"{DEFAULT_IMAGE_SIZE}x{DEFAULT_IMAGE_SIZE}, {DEFAULT_EPOCHS} epochs: a few minutes "
+            "on two CPU cores."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
