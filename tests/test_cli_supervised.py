@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import keras
@@ -26,12 +24,7 @@ from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
 from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import load_data, read_image
 from tests.test_cli import (
-    INTERRUPTING_DRIVER,
-    assert_same_weights,
     history,
-    tfsim,
-    tfsim_command,
-    weights,
 )
 
 LIMIT = 160
@@ -351,73 +344,3 @@ def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
     assert status == 2, captured.err
     assert captured.err.startswith("tfsim: error:") and message in captured.err
     assert captured.out == ""
-
-
-@pytest.mark.slow
-def test_interrupt_then_resume_ends_with_the_uninterrupted_weights(tmp_path):
-    reference = tmp_path / "reference"
-    first = tfsim(
-        "train", "--algorithm", "multisimilarity", *QUICK, "--output", str(reference), cwd=tmp_path
-    )
-    assert first.returncode == 0, first.stdout + first.stderr
-    output = tmp_path / "out"
-    command, env = tfsim_command()
-    interrupted = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            INTERRUPTING_DRIVER,
-            "1",
-            "train",
-            "--algorithm",
-            "multisimilarity",
-            *QUICK,
-            "--output",
-            str(output),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert interrupted.returncode == 130, interrupted.stdout + interrupted.stderr
-    assert "interrupted after 1 completed epoch" in interrupted.stderr
-    assert not (output / "model.keras").exists()
-    resumed = tfsim("train", "--output", str(output), "--resume", cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "Epoch 2/2" in resumed.stdout and "Epoch 1/2" not in resumed.stdout
-    assert [r["loss"] for r in history(output)["epochs"]] == [
-        r["loss"] for r in history(reference)["epochs"]
-    ]
-    assert_same_weights(weights(output / "model.keras"), weights(reference / "model.keras"))
-
-
-@pytest.mark.slow
-def test_default_supervised_run_learns_the_seen_classes(tmp_path):
-    result = tfsim(
-        "train",
-        "--algorithm",
-        "multisimilarity",
-        "--output",
-        str(tmp_path / "out"),
-        cwd=tmp_path,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    for row in [
-        "recall@1, unseen classes",
-        "mAP@R, seen classes",
-        "images per second",
-        "synchronised over all 2 replicas",
-    ]:
-        assert row in result.stdout
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["replicas"] == 2 and summary["sync_bn"] is True
-    assert summary["index_size"] == 1438
-    before, after = summary["before"], summary["after"]
-    assert after["map_at_r_seen"] > before["map_at_r_seen"]  # it learnt the seen classes
-    # Unseen-class recall@1 is reported, not asserted: issue 15's goal (above the untrained
-    # network's) is met for 1 of 3 seeds with these defaults (cli/supervised.py).
-    for figures in (before, after):
-        assert 0.0 <= figures["recall_at_1_unseen"] <= 1.0
