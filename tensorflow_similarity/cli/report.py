@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import tensorflow as tf
 from matplotlib.figure import Figure
 
 from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.parser import RUN_OPTIONS
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -135,6 +137,49 @@ def _steady(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def run_figures(
+    args: argparse.Namespace,
+    plan: DevicePlan,
+    records: list[dict[str, Any]],
+    batch_norm: str,
+) -> dict[str, Any]:
+    """Returns the part of a summary both jobs share: speed, epochs, devices, batch norm."""
+    return {
+        "images_per_second": _steady([r["images_per_second"] for r in records]),
+        "seconds_per_epoch": _steady([r["seconds"] for r in records]),
+        "epochs": len(records),
+        "replicas": plan.replicas,
+        "strategy": args.strategy,
+        "batch_norm": batch_norm,
+        "sync_bn": bool(args.sync_bn),
+        "deterministic": bool(args.deterministic),
+    }
+
+
+def write_run_file(output: Path, args: argparse.Namespace, plan: DevicePlan, **extra: Any) -> None:
+    """Writes `run.json`: the run options (what `--resume` continues), devices, `extra`."""
+    write_json(
+        output / "run.json",
+        {
+            "options": {key: getattr(args, key) for key in RUN_OPTIONS},
+            "deterministic": args.deterministic,
+            "devices": plan.as_dict(),
+            **extra,
+        },
+    )
+
+
+def print_interrupted(output: Path, epochs_done: int) -> None:
+    """Tells on stderr what an interrupted run kept and how to continue it."""
+    print(
+        f"\ntfsim: interrupted after {epochs_done} completed epoch{'s' * (epochs_done != 1)}; "
+        f"what was written is kept in {str(output)!r}. Continue with: "
+        f"tfsim train --output {output} --resume",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def summary(
     args: argparse.Namespace,
     plan: DevicePlan,
@@ -159,14 +204,7 @@ def summary(
         "knn_accuracy_before": knn_before,
         "knn_accuracy_after": records[-1].get("knn_accuracy"),
         **augmented,
-        "images_per_second": _steady([r["images_per_second"] for r in records]),
-        "seconds_per_epoch": _steady([r["seconds"] for r in records]),
-        "epochs": len(records),
-        "replicas": plan.replicas,
-        "strategy": args.strategy,
-        "batch_norm": batch_norm,
-        "sync_bn": bool(args.sync_bn),
-        "deterministic": bool(args.deterministic),
+        **run_figures(args, plan, records, batch_norm),
     }
 
 

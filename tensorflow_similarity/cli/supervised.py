@@ -46,7 +46,7 @@ from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.cli import report, supervised_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
-from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, RUN_OPTIONS, UsageError
+from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
 from tensorflow_similarity.cli.training import EpochBackup
 from tensorflow_similarity.data import ImageData
@@ -310,15 +310,7 @@ def train(
     if before is None:
         before = evaluation.evaluate()
     if chief:
-        report.write_json(
-            output / "run.json",
-            {
-                "options": {key: getattr(args, key) for key in RUN_OPTIONS},
-                "deterministic": args.deterministic,
-                "devices": plan.as_dict(),
-                "class_names": data.class_names,
-            },
-        )
+        report.write_run_file(output, args, plan, class_names=data.class_names)
 
     timer = report.EpochTimer(steps_per_epoch * args.batch_size)
     recorder = supervised_report.RetrievalHistoryWriter(
@@ -367,14 +359,7 @@ def train(
         # Last: an interruption before this point can still be resumed.
         shutil.rmtree(backup.backup_dir, ignore_errors=True)
     except KeyboardInterrupt:
-        done = backup.epochs_saved
-        print(
-            f"\ntfsim: interrupted after {done} completed epoch{'s' * (done != 1)}; what was "
-            f"written is kept in {str(output)!r}. Continue with: "
-            f"tfsim train --output {output} --resume",
-            file=sys.stderr,
-            flush=True,
-        )
+        report.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
     if chief:
         print(supervised_report.table(summary))

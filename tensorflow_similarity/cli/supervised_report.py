@@ -71,12 +71,6 @@ def first_line(
     )
 
 
-def _steady(values: list[float]) -> float:
-    # The first epoch also builds the graph; leave it out when there are others.
-    values = values[1:] if len(values) > 1 else values
-    return sum(values) / len(values)
-
-
 def summary(
     args: argparse.Namespace,
     plan: DevicePlan,
@@ -93,14 +87,7 @@ def summary(
         "after": after,
         "train_classes": args.train_classes,
         "index_size": index_size,
-        "images_per_second": _steady([r["images_per_second"] for r in records]),
-        "seconds_per_epoch": _steady([r["seconds"] for r in records]),
-        "epochs": len(records),
-        "replicas": plan.replicas,
-        "strategy": args.strategy,
-        "batch_norm": batch_norm,
-        "sync_bn": bool(args.sync_bn),
-        "deterministic": bool(args.deterministic),
+        **report.run_figures(args, plan, records, batch_norm),
     }
 
 

@@ -29,7 +29,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
-from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, RUN_OPTIONS, UsageError
+from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.data import ImageData
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.models import create_contrastive_model
@@ -286,14 +286,7 @@ def train(
     if knn_augmented_before is None:
         knn_augmented_before = knn_augmented.evaluate()
     if chief:
-        report.write_json(
-            output / "run.json",
-            {
-                "options": {key: getattr(args, key) for key in RUN_OPTIONS},
-                "deterministic": args.deterministic,
-                "devices": plan.as_dict(),
-            },
-        )
+        report.write_run_file(output, args, plan)
 
     timer = report.EpochTimer(steps_per_epoch * args.batch_size)
     recorder = report.HistoryWriter(
@@ -359,14 +352,7 @@ def train(
         # Last: an interruption before this point can still be resumed.
         shutil.rmtree(backup.backup_dir, ignore_errors=True)
     except KeyboardInterrupt:
-        done = backup.epochs_saved
-        print(
-            f"\ntfsim: interrupted after {done} completed epoch{'s' * (done != 1)}; what was "
-            f"written is kept in {str(output)!r}. Continue with: "
-            f"tfsim train --output {output} --resume",
-            file=sys.stderr,
-            flush=True,
-        )
+        report.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
     if chief:
         print(report.table(summary))
