@@ -239,6 +239,17 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot_loss(output: Path, records: list[dict[str, Any]]) -> None:
+    """Writes loss.png: the training loss per epoch (a `Figure`, no pyplot)."""
+    epochs = [r["epoch"] for r in records]
+    figure = Figure(figsize=(5, 3.5))
+    axis = figure.subplots()
+    axis.plot(epochs, [r["loss"] for r in records], marker="o")
+    axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
+    figure.tight_layout()
+    figure.savefig(output / "loss.png", dpi=100)
+
+
 def plot(
     output: Path,
     records: list[dict[str, Any]],
@@ -257,12 +268,7 @@ def plot(
     GUI backend is chosen or needed.
     """
     epochs = [r["epoch"] for r in records]
-    figure = Figure(figsize=(5, 3.5))
-    axis = figure.subplots()
-    axis.plot(epochs, [r["loss"] for r in records], marker="o")
-    axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
-    figure.tight_layout()
-    figure.savefig(output / "loss.png", dpi=100)
+    plot_loss(output, records)
 
     figure = Figure(figsize=(5, 3.5))
     axis = figure.subplots()

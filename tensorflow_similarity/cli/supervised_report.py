@@ -153,12 +153,7 @@ def plot(
     (`visualization.projector`).
     """
     epochs = [r["epoch"] for r in records]
-    figure = Figure(figsize=(5, 3.5))
-    axis = figure.subplots()
-    axis.plot(epochs, [r["loss"] for r in records], marker="o")
-    axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
-    figure.tight_layout()
-    figure.savefig(output / "loss.png", dpi=100)
+    report.plot_loss(output, records)
 
     figure = Figure(figsize=(6, 4))
     axis = figure.subplots()
