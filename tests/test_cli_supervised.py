@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.cli import main
+from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
 from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
 from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import load_data, read_image
@@ -44,6 +45,18 @@ IN_PROCESS = [
 ]
 # Two replicas, synchronised batch norm, deterministic: for the resume test.
 QUICK = ["--limit", "240", "--batch-size", "12", "--epochs", "2", "--embedding-size", "16"]
+
+
+@pytest.mark.parametrize(
+    "algorithm, expected",
+    [("multisimilarity", 0.05), ("circle", 0.005), ("arcface", 0.005), ("simsiam", 0.05)],
+)
+def test_default_learning_rate_is_the_losss_and_an_explicit_one_wins(algorithm, expected):
+    parser = build_parser()
+    args = parser.parse_args(["train", "--algorithm", algorithm])
+    assert resolve_defaults(args, {}).learning_rate == expected
+    args = parser.parse_args(["train", "--algorithm", algorithm, "--learning-rate", "0.3"])
+    assert resolve_defaults(args, {"learning_rate": 0.3}).learning_rate == 0.3
 
 
 def run_main(*args: str) -> int:

@@ -19,6 +19,7 @@ from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.supervised_options import (
     SUPERVISED_ALGORITHMS,
     SUPERVISED_DEFAULTS,
+    SUPERVISED_LEARNING_RATES,
     SUPERVISED_ONLY,
     add_lookup_command,
     add_supervised_arguments,
@@ -189,9 +190,12 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     train.add_argument(
         "--learning-rate",
         type=float,
-        default=default(DEFAULT_LEARNING_RATE),
+        default=default(None),
         metavar="LR",
-        help="peak learning rate of SGD (momentum 0.9, weight decay 5e-4, cosine decay)",
+        help="peak learning rate of SGD (momentum 0.9, weight decay 5e-4, cosine decay). "
+        f"Default: {DEFAULT_LEARNING_RATE}; "
+        + ", ".join(f"{rate} for {name}" for name, rate in SUPERVISED_LEARNING_RATES.items())
+        + " (their losses scale gradients by a large constant)",
     )
     add_supervised_arguments(train, default)
     train.add_argument(
@@ -281,6 +285,10 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
         if supervised
         else {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE}
     )
+    defaults = {
+        **defaults,
+        "learning_rate": SUPERVISED_LEARNING_RATES.get(args.algorithm, DEFAULT_LEARNING_RATE),
+    }
     resolved = vars(args).copy()
     for key, value in defaults.items():
         if resolved.get(key) is None:
