@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ from tensorflow_similarity.cli import report, supervised_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
-from tensorflow_similarity.cli.training import EpochBackup
+from tensorflow_similarity.cli.training import EpochBackup, fit_epochs
 from tensorflow_similarity.data import ImageData
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers import CosineClassifier
@@ -323,23 +322,22 @@ def train(
     if chief:
         print(supervised_report.first_line(args, data, len(y_seen), plan, batch_norm, before))
     try:
-        if first_epoch < args.epochs:
-            trainer.fit(
-                dataset,
-                epochs=args.epochs,
-                initial_epoch=first_epoch,
-                steps_per_epoch=steps_per_epoch,
-                callbacks=[
-                    timer,
-                    evaluation,
-                    recorder,
-                    report.ScalarLogger(worker_dir / "logs" / "train"),
-                    backup,
-                    *callbacks,
-                ],
-                verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
-                shuffle=False,  # the batches are already in their seeded order
-            )
+        fit_epochs(
+            trainer,
+            dataset,
+            args,
+            first_epoch,
+            steps_per_epoch,
+            [
+                timer,
+                evaluation,
+                recorder,
+                report.ScalarLogger(worker_dir / "logs" / "train"),
+                backup,
+                *callbacks,
+            ],
+            chief,
+        )
         if not recorder.records:
             raise UsageError("training ran no epoch; nothing to report.")
         if chief:

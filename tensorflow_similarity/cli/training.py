@@ -308,24 +308,23 @@ def train(
             flush=True,
         )
     try:
-        if first_epoch < args.epochs:
-            model.fit(
-                dataset,
-                epochs=args.epochs,
-                initial_epoch=first_epoch,
-                steps_per_epoch=steps_per_epoch,
-                callbacks=[
-                    timer,
-                    knn,
-                    knn_augmented,
-                    recorder,
-                    report.ScalarLogger(worker_dir / "logs" / "train"),
-                    backup,
-                    *callbacks,
-                ],
-                verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
-                shuffle=False,  # the views are already in their seeded order
-            )
+        fit_epochs(
+            model,
+            dataset,
+            args,
+            first_epoch,
+            steps_per_epoch,
+            [
+                timer,
+                knn,
+                knn_augmented,
+                recorder,
+                report.ScalarLogger(worker_dir / "logs" / "train"),
+                backup,
+                *callbacks,
+            ],
+            chief,
+        )
         if not recorder.records:
             raise UsageError("training ran no epoch; nothing to report.")
         embeddings = _embed_all(embed, data.x_test)
@@ -358,3 +357,31 @@ def train(
         print(report.table(summary))
         print(f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}")
     return 0
+
+
+def fit_epochs(
+    model: keras.Model,
+    dataset: tf.data.Dataset,
+    args: argparse.Namespace,
+    first_epoch: int,
+    steps_per_epoch: int,
+    callbacks: Sequence[keras.callbacks.Callback],
+    chief: bool,
+) -> None:
+    """Trains `model` from epoch `first_epoch` to `args.epochs`, if any is left.
+
+    The batches come in their seeded order (no shuffle), so a resumed run
+    sees the uninterrupted run's; the chief prints progress (a bar on a
+    terminal, one line per epoch otherwise), the other workers nothing.
+    """
+    if first_epoch >= args.epochs:
+        return
+    model.fit(
+        dataset,
+        epochs=args.epochs,
+        initial_epoch=first_epoch,
+        steps_per_epoch=steps_per_epoch,
+        callbacks=list(callbacks),
+        verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
+        shuffle=False,
+    )
