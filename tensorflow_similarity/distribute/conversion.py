@@ -6,7 +6,7 @@ import warnings
 
 import keras
 
-from tensorflow_similarity.distribute import rebuild
+from tensorflow_similarity.distribute import layer_walk
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, check_model
 
 
@@ -92,7 +92,7 @@ def convert_sync_batchnorm(
         )
     converted = plugin.apply(model, share_layers=share_layers)
     if converted is model and any(
-        plugin.should_revert(layer) for layer in rebuild.all_layers(model)
+        plugin.should_revert(layer) for layer in layer_walk.all_layers(model)
     ):
         warnings.warn(
             f"convert_sync_batchnorm: model {model.name!r} has no batch-norm layer selected "

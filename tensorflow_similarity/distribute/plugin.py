@@ -8,7 +8,7 @@ from typing import Any
 import keras
 
 from tensorflow_similarity._validation import check_bool
-from tensorflow_similarity.distribute import rebuild
+from tensorflow_similarity.distribute import layer_walk, rebuild
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
 
@@ -144,7 +144,7 @@ class SyncBatchNormPlugin:
             owner="convert_sync_batchnorm",
             hint="Use share_layers=True or False.",
         )
-        targets = rebuild.find_layers(
+        targets = layer_walk.find_layers(
             model,
             self.should_convert,
             function="convert_sync_batchnorm",
@@ -156,7 +156,7 @@ class SyncBatchNormPlugin:
             ),
         )
         if not targets:
-            if not any(self.should_revert(layer) for layer in rebuild.all_layers(model)):
+            if not any(self.should_revert(layer) for layer in layer_walk.all_layers(model)):
                 warnings.warn(
                     f"model {model.name!r} has no batch-norm layer selected by {self!r} (no "
                     "batch-normalisation layer to synchronise; ConvNeXt, for one, uses "
@@ -194,7 +194,7 @@ class SyncBatchNormPlugin:
         """
         check_model(model, "revert_sync_batchnorm")
         kind = f"{self.layer_class.__name__} layer"
-        targets = rebuild.find_layers(
+        targets = layer_walk.find_layers(
             model,
             self.should_revert,
             function="revert_sync_batchnorm",
