@@ -81,12 +81,36 @@ def view_batches(
         indices = tf.slice(order, [tf.cast(n % steps, tf.int32) * batch_size], [batch_size])
         return augmenter(tf.gather(pixels, indices), step=n)
 
+    return parallel_batches(
+        tf.data.Dataset.range(first_epoch * steps, epochs * steps), batch, deterministic
+    )
+
+
+def parallel_batches(
+    dataset: tf.data.Dataset, make_batch: Callable[..., Any], deterministic: bool
+) -> tf.data.Dataset:
+    """Returns `dataset.map(make_batch)`, parallel and prefetched, with tf.data autotuning off.
+
+    Autotuning runs a background thread that the iterator's destructor waits
+    for: at the end of `fit` the default supervised run sat idle there for
+    0 to 120 s (3 of 4 runs on 2 cores; py-spy: `RootDataset::Iterator`'s
+    destructor waiting on a tf.data thread). Fixed settings instead: one map
+    call per core, two batches prefetched.
+
+    Args:
+        dataset: The per-batch inputs (step numbers, index rows).
+        make_batch: Builds one batch from an element of `dataset`.
+        deterministic: Whether `tf.data` keeps the batches in order.
+
+    Returns:
+        The `tf.data.Dataset` of batches.
+    """
     options = tf.data.Options()
     options.deterministic = deterministic
+    options.autotune.enabled = False
     return (
-        tf.data.Dataset.range(first_epoch * steps, epochs * steps)
-        .map(batch, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
+        dataset.map(make_batch, num_parallel_calls=os.cpu_count() or 1)
+        .prefetch(2)
         .with_options(options)
     )
 
