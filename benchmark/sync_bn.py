@@ -277,7 +277,7 @@ def _base_run_config(args: argparse.Namespace) -> RunConfig:
         quick=False,
         sections=args.sections,
         resnets=(RESNET18, RESNET50),
-        resnet_reps=3,
+        resnet_reps=7,
         multiworker=dataclasses.replace(RESNET18, replica_counts=(2,)),
         multiworker_reps=5,
         floor_replicas=(2, 4, 8),
