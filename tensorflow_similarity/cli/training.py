@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
+from tensorflow_similarity.cli.fitting import fit_epochs, parallel_batches
 from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.data import ImageData
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
@@ -83,35 +83,6 @@ def view_batches(
 
     return parallel_batches(
         tf.data.Dataset.range(first_epoch * steps, epochs * steps), batch, deterministic
-    )
-
-
-def parallel_batches(
-    dataset: tf.data.Dataset, make_batch: Callable[..., Any], deterministic: bool
-) -> tf.data.Dataset:
-    """Returns `dataset.map(make_batch)`, parallel and prefetched, with tf.data autotuning off.
-
-    Autotuning runs a background thread that the iterator's destructor waits
-    for: at the end of `fit` the default supervised run sat idle there for
-    0 to 120 s (3 of 4 runs on 2 cores; py-spy: `RootDataset::Iterator`'s
-    destructor waiting on a tf.data thread). Fixed settings instead: one map
-    call per core, two batches prefetched.
-
-    Args:
-        dataset: The per-batch inputs (step numbers, index rows).
-        make_batch: Builds one batch from an element of `dataset`.
-        deterministic: Whether `tf.data` keeps the batches in order.
-
-    Returns:
-        The `tf.data.Dataset` of batches.
-    """
-    options = tf.data.Options()
-    options.deterministic = deterministic
-    options.autotune.enabled = False
-    return (
-        dataset.map(make_batch, num_parallel_calls=os.cpu_count() or 1)
-        .prefetch(2)
-        .with_options(options)
     )
 
 
@@ -381,31 +352,3 @@ def train(
         print(report.table(summary))
         print(f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}")
     return 0
-
-
-def fit_epochs(
-    model: keras.Model,
-    dataset: tf.data.Dataset,
-    args: argparse.Namespace,
-    first_epoch: int,
-    steps_per_epoch: int,
-    callbacks: Sequence[keras.callbacks.Callback],
-    chief: bool,
-) -> None:
-    """Trains `model` from epoch `first_epoch` to `args.epochs`, if any is left.
-
-    The batches come in their seeded order (no shuffle), so a resumed run
-    sees the uninterrupted run's; the chief prints progress (a bar on a
-    terminal, one line per epoch otherwise), the other workers nothing.
-    """
-    if first_epoch >= args.epochs:
-        return
-    model.fit(
-        dataset,
-        epochs=args.epochs,
-        initial_epoch=first_epoch,
-        steps_per_epoch=steps_per_epoch,
-        callbacks=list(callbacks),
-        verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
-        shuffle=False,
-    )
