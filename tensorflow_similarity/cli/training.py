@@ -28,7 +28,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
-from tensorflow_similarity.cli.fitting import fit_epochs, parallel_batches
+from tensorflow_similarity.cli.fitting import fit_epochs, inference_function, parallel_batches
 from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.data import ImageData
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
@@ -141,14 +141,6 @@ class EpochBackup(keras.callbacks.Callback):
         self.epochs_saved = epoch + 1
 
 
-def _embed_all(embed: Any, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
-    if isinstance(embed, keras.Model):
-        return embed.predict(images, batch_size=batch_size, verbose=0)
-    return np.concatenate(
-        [np.asarray(embed(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
-    )
-
-
 def augmented_queries(images: np.ndarray, augmenter: augmenters.ViewAugmenter) -> np.ndarray:
     """Returns the first view of each image under `augmenter`, the same in every call.
 
@@ -246,12 +238,7 @@ def train(
         args.epochs,
         deterministic=args.deterministic,
     )
-    if args.strategy == "multi-worker":
-        # `predict` under MultiWorkerMirroredStrategy shards the images over the workers and
-        # returns each worker only its own part; every worker needs all the embeddings.
-        embed = tf.function(lambda images: model.backbone(images, training=False))
-    else:
-        embed = model.backbone
+    embed = inference_function(model.backbone)
     knn = KNNAccuracy(
         (data.x_train, data.y_train),
         (data.x_test, data.y_test),
@@ -322,7 +309,7 @@ def train(
         )
         if not recorder.records:
             raise UsageError("training ran no epoch; nothing to report.")
-        embeddings = _embed_all(embed, data.x_test)
+        embeddings = embed(data.x_test)
         if chief:
             model.save(output / "model.keras")
             summary = report.summary(
