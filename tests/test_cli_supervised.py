@@ -19,11 +19,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.cli import main
+from tensorflow_similarity.cli.fitting import inference_function
 from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
 from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
 from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import load_data, read_image
+from tensorflow_similarity.distribute.layer_walk import all_layers
+from tests.distributed import mirrored_strategy
 from tests.test_cli import (
     history,
 )
@@ -357,3 +361,20 @@ def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
     assert status == 2, captured.err
     assert captured.err.startswith("tfsim: error:") and message in captured.err
     assert captured.out == ""
+
+
+def test_inference_function_matches_predict_across_chunks_and_replicas():
+    # 1,030 images: one full chunk of 1,024 and a remainder, under a 2-replica strategy with
+    # sync batch norm (inference uses the moving statistics, set away from 0 and 1 here).
+    with mirrored_strategy(2).scope():
+        model = BUILDERS["resnet18"]((8, 8, 3), embedding_size=16, sync_bn=True)
+    for layer in all_layers(model):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_mean.assign(tf.fill(layer.moving_mean.shape, 0.1))
+            layer.moving_variance.assign(tf.fill(layer.moving_variance.shape, 2.0))
+    images = np.random.default_rng(0).random((1030, 8, 8, 3), dtype=np.float32)
+    embedded = inference_function(model)(images)
+    assert embedded.shape == (1030, 16)
+    np.testing.assert_allclose(
+        embedded, model.predict(images, batch_size=256, verbose=0), atol=1e-5
+    )
