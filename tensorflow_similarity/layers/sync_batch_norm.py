@@ -10,7 +10,7 @@ from keras import ops
 
 from tensorflow_similarity import collectives
 from tensorflow_similarity._validation import check_choice, is_int
-from tensorflow_similarity.layers.sync_moments import cross_replica_moments
+from tensorflow_similarity.layers.sync_moments import cross_replica_moments, normalize
 
 EXCHANGES = ("auto", "reduce", "gather")
 
@@ -37,7 +37,9 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     * Cheap: one packed collective per layer in the forward pass and one
       all-reduce in the backward pass (Keras issues three and two); with
       `exchange="reduce"` the forward one is `2 C + 1` float64 values for `C`
-      channels, whatever the number of replicas.
+      channels, whatever the number of replicas. float32 channels-last
+      inputs are normalised by the fused batch-norm kernel each way (Keras 3
+      composes elementwise ops).
     * Exact for unequal per-replica batches (a partial last batch); an empty
       replica contributes nothing and no NaN; an empty global batch leaves the
       moving statistics unchanged.
@@ -221,14 +223,14 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         ):
             stat.assign(ops.cast(old * keep + batch_value * rate, stat.dtype))
 
-        outputs = ops.batch_normalization(
+        outputs = normalize(
             x,
-            mean=mean,
-            variance=variance,
-            axis=self.axis,
+            mean,
+            variance,
             offset=ops.cast(self.beta, x.dtype) if self.center else None,
             scale=ops.cast(self.gamma, x.dtype) if self.scale else None,
             epsilon=self.epsilon,
+            axis=axis,
         )
         return ops.cast(outputs, self.compute_dtype)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tensorflow as tf
+from keras import ops
 
 from tensorflow_similarity import collectives
 
@@ -181,6 +182,72 @@ def cross_replica_moments(
         return (mean, variance, mean_update, variance_update, seen), grad
 
     return moments(x)
+
+
+def normalize(
+    x: tf.Tensor,
+    mean: tf.Tensor,
+    variance: tf.Tensor,
+    offset: tf.Tensor | None,
+    scale: tf.Tensor | None,
+    epsilon: float,
+    axis: int,
+) -> tf.Tensor:
+    """`scale (x - mean) / sqrt(variance + epsilon) + offset`, differentiable in all five.
+
+    For float32 channels-last inputs this is one fused kernel each way
+    (`FusedBatchNormV3` and its gradient in inference mode, any rank viewed as
+    `[positions, 1, 1, channels]`), instead of the half-dozen elementwise ops of
+    `ops.batch_normalization` and their gradients: the inference-mode gradient
+    kernel returns `dx`, `sum(dy x_hat)` and `sum(dy)`, and the gradients of the
+    mean and variance follow from the last two per channel
+    (`-scale sum(dy) / std` and `-scale sum(dy x_hat) / (2 std^2)`).
+    Other inputs (float64, channels-first) take `ops.batch_normalization`.
+    """
+    if x.dtype != tf.float32 or axis != len(x.shape) - 1:
+        return ops.batch_normalization(
+            x, mean=mean, variance=variance, axis=axis, offset=offset, scale=scale, epsilon=epsilon
+        )
+    channels = x.shape[-1]
+    scale = tf.ones([channels], x.dtype) if scale is None else scale
+    offset = tf.zeros([channels], x.dtype) if offset is None else offset
+    four_d = len(x.shape) == 4
+
+    @tf.custom_gradient
+    def fused(x, mean, variance, scale, offset):
+        x4 = x if four_d else tf.reshape(x, [-1, 1, 1, channels])
+        y, _, _, _, _, reserve = tf.raw_ops.FusedBatchNormV3(
+            x=x4,
+            scale=scale,
+            offset=offset,
+            mean=mean,
+            variance=variance,
+            epsilon=epsilon,
+            data_format="NHWC",
+            is_training=False,
+        )
+
+        def grad(dy):
+            dx, d_scale, d_offset, _, _ = tf.raw_ops.FusedBatchNormGradV3(
+                y_backprop=dy if four_d else tf.reshape(dy, tf.shape(x4)),
+                x=x4,
+                scale=scale,
+                reserve_space_1=mean,
+                reserve_space_2=variance,
+                reserve_space_3=reserve,
+                epsilon=epsilon,
+                data_format="NHWC",
+                is_training=False,
+            )
+            inv_variance = tf.math.reciprocal(variance + epsilon)
+            d_mean = -scale * tf.sqrt(inv_variance) * d_offset
+            d_variance = -0.5 * scale * inv_variance * d_scale
+            dx = dx if four_d else tf.reshape(dx, tf.shape(x))
+            return dx, d_mean, d_variance, d_scale, d_offset
+
+        return (y if four_d else tf.reshape(y, tf.shape(x))), grad
+
+    return fused(x, mean, variance, scale, offset)
 
 
 def _chan_merge(
