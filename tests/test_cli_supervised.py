@@ -20,9 +20,11 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.architectures.registry import BUILDERS
+from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import main
 from tensorflow_similarity.cli.fitting import inference_function
 from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
+from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
 from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
 from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import load_data, read_image
@@ -157,6 +159,17 @@ def test_summary_figures_equal_a_numpy_recomputation(runs):
     expected = _numpy_retrieval(
         index_embeddings, data.y_train, query_embeddings, data.y_test, set(range(6))
     )
+    # The augmented queries: the first view of each test image under SimSiam's augmentations
+    # without the flip, seeded by the run's seed, at a step no training batch uses.
+    views = simsiam_augmenter(8, seed=0, flip_prob=0.0)(tf.constant(data.x_test), step=-1)[0]
+    augmented = _numpy_retrieval(
+        index_embeddings,
+        data.y_train,
+        np.asarray(model.predict(views.numpy(), verbose=0), np.float64),
+        data.y_test,
+        set(range(6)),
+    )
+    expected.update({f"{key}_augmented": value for key, value in augmented.items()})
     summary = json.loads((output / "summary.json").read_text())
     assert summary["index_size"] == len(data.y_train)
     # Not closer: a one-epoch model has float32 near-ties (distances 1e-8 apart) that the
@@ -179,6 +192,32 @@ def test_summary_figures_equal_a_numpy_recomputation(runs):
         else:
             agree += 1  # a near-tie: either is the nearest
     assert agree == len(queries)
+
+
+def test_augmented_queries_are_scored_apart_and_only_when_given():
+    rng = np.random.default_rng(0)
+    index_x, query_x = rng.normal(size=(40, 5)), rng.normal(size=(20, 5))
+    index_y, query_y = np.arange(40) % 4, np.arange(20) % 4
+    augmented_x = query_x + rng.normal(scale=2.0, size=query_x.shape)
+
+    def embed(x):
+        return np.asarray(x, np.float32)
+
+    clean = RetrievalEvaluation(embed, index_x, index_y, query_x, query_y, [0, 1]).evaluate()
+    assert set(clean) == {
+        "recall_at_1_seen",
+        "map_at_r_seen",
+        "recall_at_1_unseen",
+        "map_at_r_unseen",
+    }
+    both = RetrievalEvaluation(
+        embed, index_x, index_y, query_x, query_y, [0, 1], augmented_x
+    ).evaluate()
+    expected = _numpy_retrieval(index_x, index_y, augmented_x, query_y, {0, 1})
+    assert both == pytest.approx(
+        {**clean, **{f"{key}_augmented": value for key, value in expected.items()}}, abs=1e-6
+    )
+    assert both["recall_at_1_seen_augmented"] != clean["recall_at_1_seen"]
 
 
 def test_batches_are_class_balanced_and_a_function_of_seed_and_step():

@@ -77,6 +77,7 @@ def test_default_supervised_run_learns_the_seen_classes(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     for row in [
         "recall@1, unseen classes",
+        "recall@1, unseen classes, augmented queries",
         "mAP@R, seen classes",
         "images per second",
         "synchronised over all 2 replicas",
@@ -87,7 +88,9 @@ def test_default_supervised_run_learns_the_seen_classes(tmp_path):
     assert summary["index_size"] == 1438
     before, after = summary["before"], summary["after"]
     assert after["map_at_r_seen"] > before["map_at_r_seen"]  # it learnt the seen classes
-    # Unseen-class recall@1 is reported, not asserted: issue 15's goal (above the untrained
-    # network's) is met for 1 of 3 seeds with these defaults (cli/supervised.py).
+    # Unseen-class recall@1 of clean queries is reported, not asserted: issue 15's goal
+    # (above the untrained network's) is met for none of seeds 0-2 with these defaults
+    # (cli/supervised.py). With augmented queries it rises for all three (seed 0: 0.42 -> 0.50).
     for figures in (before, after):
         assert 0.0 <= figures["recall_at_1_unseen"] <= 1.0
+    assert after["recall_at_1_unseen_augmented"] > before["recall_at_1_unseen_augmented"]

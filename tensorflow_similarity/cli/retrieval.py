@@ -3,7 +3,10 @@
 The index holds the training images of every class (the unseen classes'
 too, so that their queries can find them); the queries are the held-out test
 images, scored apart for the classes trained on ("seen") and the others
-("unseen", which show how the embedding generalises).
+("unseen", which show how the embedding generalises). Optionally, the same
+figures for augmented queries (the run's own augmentations of the test
+images, keys ending `_augmented`): clean digits sit near their ceiling
+before training, augmented ones show the invariance training learnt.
 """
 
 from __future__ import annotations
@@ -21,9 +24,15 @@ GROUPS = ("seen", "unseen")
 FIGURES = ("recall_at_1", "map_at_r")
 
 
-def figure_name(figure: str, group: str) -> str:
-    """The log key of a figure for a group of classes, e.g. `recall_at_1_unseen`."""
-    return f"{figure}_{group}"
+AUGMENTED = "_augmented"
+
+
+def figure_name(figure: str, group: str, augmented: bool = False) -> str:
+    """The log key of a figure for a group of classes, e.g. `recall_at_1_unseen`.
+
+    With `augmented`, that of the augmented queries, e.g. `recall_at_1_unseen_augmented`.
+    """
+    return f"{figure}_{group}{AUGMENTED if augmented else ''}"
 
 
 def build_index(
@@ -86,6 +95,8 @@ class RetrievalEvaluation(keras.callbacks.Callback):
         query_images: The held-out images.
         query_labels: Their classes.
         seen_classes: The classes trained on.
+        augmented_query_images: `None`, or augmented versions of `query_images`
+            (the same labels), scored as well (keys ending `_augmented`).
     """
 
     def __init__(
@@ -96,6 +107,7 @@ class RetrievalEvaluation(keras.callbacks.Callback):
         query_images: np.ndarray,
         query_labels: np.ndarray,
         seen_classes: Sequence[int],
+        augmented_query_images: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         self.embed = embed
@@ -104,17 +116,28 @@ class RetrievalEvaluation(keras.callbacks.Callback):
         self.query_images = query_images
         self.query_labels = np.asarray(query_labels)
         self.seen_classes = list(seen_classes)
+        self.augmented_query_images = augmented_query_images
 
     def evaluate(self) -> dict[str, float]:
         """Returns the figures of the model as it is now."""
         index = build_index(self.embed(self.index_images), self.index_labels)
-        return retrieval_figures(
+        figures = retrieval_figures(
             index,
             self.index_labels,
             self.embed(self.query_images),
             self.query_labels,
             self.seen_classes,
         )
+        if self.augmented_query_images is not None:
+            augmented = retrieval_figures(
+                index,
+                self.index_labels,
+                self.embed(self.augmented_query_images),
+                self.query_labels,
+                self.seen_classes,
+            )
+            figures.update({key + AUGMENTED: value for key, value in augmented.items()})
+        return figures
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if logs is not None:

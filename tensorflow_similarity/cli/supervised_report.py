@@ -105,6 +105,17 @@ def table(summary: dict[str, Any]) -> str:
                         f"{summary['after'][key]:.3f}",
                     )
                 )
+    # Augmented queries (when the run augments): recall@1 only; history.json has mAP@R too.
+    for group in GROUPS:
+        key = figure_name("recall_at_1", group, augmented=True)
+        if key in summary["before"] and key in summary["after"]:
+            rows.append(
+                (
+                    f"recall@1, {group} classes, augmented queries",
+                    f"{summary['before'][key]:.3f}",
+                    f"{summary['after'][key]:.3f}",
+                )
+            )
     for name, value in (
         ("images per second (training)", f"{summary['images_per_second']:.1f}"),
         ("seconds per epoch (training)", f"{summary['seconds_per_epoch']:.1f}"),

@@ -144,10 +144,11 @@ class EpochBackup(keras.callbacks.Callback):
 def augmented_queries(images: np.ndarray, augmenter: augmenters.ViewAugmenter) -> np.ndarray:
     """Returns the first view of each image under `augmenter`, the same in every call.
 
-    The kNN accuracy of these queries against the clean training images
-    measures what the self-supervised objective teaches, invariance to the
-    run's own augmentations; clean queries do not (random ResNet features are
-    already close to the best on clean digits). The views are drawn with
+    Scored against the clean training images, these queries measure
+    invariance to the run's own augmentations, what the self-supervised
+    objective (and a supervised run's augmented batches) teaches; clean
+    queries do not (random ResNet features are already close to the best on
+    clean digits). The views are drawn with
     `step=-1`, which no training batch uses (their steps count from 0), in one
     call, so they are a pure function of the images and the augmenter's seed.
 
