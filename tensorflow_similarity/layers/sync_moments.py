@@ -1,4 +1,4 @@
-"""The cross-replica batch moments of `SyncBatchNormalization`: one collective each way."""
+"""SyncBatchNormalization's moments (one collective each way) and normalisation."""
 
 from __future__ import annotations
 
@@ -203,6 +203,18 @@ def normalize(
     mean and variance follow from the last two per channel
     (`-scale sum(dy) / std` and `-scale sum(dy x_hat) / (2 std^2)`).
     Other inputs (float64, channels-first) take `ops.batch_normalization`.
+
+    Args:
+        x: Input, float32 or float64.
+        mean: `[channels]` mean to subtract.
+        variance: `[channels]` variance to divide by (after adding `epsilon`).
+        offset: `[channels]` offset, or `None` (0).
+        scale: `[channels]` scale, or `None` (1).
+        epsilon: Small float added to the variance.
+        axis: Non-negative feature axis.
+
+    Returns:
+        The normalised `x`, of its shape and dtype.
     """
     if x.dtype != tf.float32 or axis != len(x.shape) - 1:
         return ops.batch_normalization(
