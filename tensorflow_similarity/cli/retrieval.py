@@ -121,22 +121,14 @@ class RetrievalEvaluation(keras.callbacks.Callback):
     def evaluate(self) -> dict[str, float]:
         """Returns the figures of the model as it is now."""
         index = build_index(self.embed(self.index_images), self.index_labels)
-        figures = retrieval_figures(
-            index,
-            self.index_labels,
-            self.embed(self.query_images),
-            self.query_labels,
-            self.seen_classes,
-        )
-        if self.augmented_query_images is not None:
-            augmented = retrieval_figures(
-                index,
-                self.index_labels,
-                self.embed(self.augmented_query_images),
-                self.query_labels,
-                self.seen_classes,
+        figures = {}
+        for suffix, queries in (("", self.query_images), (AUGMENTED, self.augmented_query_images)):
+            if queries is None:
+                continue
+            found = retrieval_figures(
+                index, self.index_labels, self.embed(queries), self.query_labels, self.seen_classes
             )
-            figures.update({key + AUGMENTED: value for key, value in augmented.items()})
+            figures.update({key + suffix: value for key, value in found.items()})
         return figures
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

@@ -224,6 +224,7 @@ def normalize(
     scale = tf.ones([channels], x.dtype) if scale is None else scale
     offset = tf.zeros([channels], x.dtype) if offset is None else offset
     four_d = len(x.shape) == 4
+    attributes = {"epsilon": epsilon, "data_format": "NHWC", "is_training": False}
 
     @tf.custom_gradient
     def fused(x, mean, variance, scale, offset):
@@ -234,9 +235,7 @@ def normalize(
             offset=offset,
             mean=mean,
             variance=variance,
-            epsilon=epsilon,
-            data_format="NHWC",
-            is_training=False,
+            **attributes,
         )
 
         def grad(dy):
@@ -247,9 +246,7 @@ def normalize(
                 reserve_space_1=mean,
                 reserve_space_2=variance,
                 reserve_space_3=reserve,
-                epsilon=epsilon,
-                data_format="NHWC",
-                is_training=False,
+                **attributes,
             )
             inv_variance = tf.math.reciprocal(variance + epsilon)
             d_mean = -scale * tf.sqrt(inv_variance) * d_offset
