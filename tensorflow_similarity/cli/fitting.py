@@ -1,4 +1,4 @@
-"""What both `tfsim train` jobs share: their input pipeline's settings, the fit call, inference."""
+"""What both `tfsim train` jobs share: input settings, backup, the fit call, queries, inference."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from tensorflow_similarity import augmenters
+from tensorflow_similarity.cli.parser import UsageError
 
 
 def parallel_batches(
@@ -70,6 +74,82 @@ def fit_epochs(
         verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
         shuffle=False,
     )
+
+
+class EpochBackup(keras.callbacks.Callback):
+    """Saves the weights and optimizer state after each epoch, for `--resume`.
+
+    Keras' `BackupAndRestore` passes the resumed epoch to `fit` alone, but the
+    data pipeline must know it before `fit` starts (see `view_batches`); here
+    it is the optimizer's step count, saved with the weights in one file that
+    is replaced atomically, so the two cannot disagree.
+
+    Args:
+        backup_dir: The folder of `latest.weights.h5`.
+        steps_per_epoch: Optimizer steps in an epoch.
+    """
+
+    def __init__(self, backup_dir: Path, steps_per_epoch: int) -> None:
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.steps_per_epoch = steps_per_epoch
+        self.epochs_saved = 0
+
+    @property
+    def path(self) -> Path:
+        """The backup file."""
+        return self.backup_dir / "latest.weights.h5"
+
+    def restore(self, model: keras.Model) -> int:
+        """Loads the backup into `model` if there is one; returns the epochs it completed.
+
+        Call it inside the strategy's scope: it may create the optimizer's variables.
+
+        Raises:
+            UsageError: If the backup does not end on an epoch boundary of this run.
+        """
+        if not self.path.is_file():
+            return 0
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(self.path)
+        steps = int(model.optimizer.iterations.numpy())
+        if steps % self.steps_per_epoch:
+            raise UsageError(
+                f"the backup in {str(self.backup_dir)!r} holds {steps} training steps, not a "
+                f"whole number of this run's {self.steps_per_epoch}-step epochs; start a new "
+                "run without --resume."
+            )
+        self.epochs_saved = steps // self.steps_per_epoch
+        return self.epochs_saved
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.backup_dir.mkdir(parents=True, exist_ok=True)
+        partial = self.backup_dir / "saving.weights.h5"
+        self.model.save_weights(partial, overwrite=True)
+        os.replace(partial, self.path)
+        self.epochs_saved = epoch + 1
+
+
+def augmented_queries(images: np.ndarray, augmenter: augmenters.ViewAugmenter) -> np.ndarray:
+    """Returns the first view of each image under `augmenter`, the same in every call.
+
+    Scored against the clean training images, these queries measure
+    invariance to the run's own augmentations, what the self-supervised
+    objective (and a supervised run's augmented batches) teaches; clean
+    queries do not (random ResNet features are already close to the best on
+    clean digits). The views are drawn with
+    `step=-1`, which no training batch uses (their steps count from 0), in one
+    call, so they are a pure function of the images and the augmenter's seed.
+
+    Args:
+        images: `[count, height, width, channels]` images.
+        augmenter: The run's augmenter.
+
+    Returns:
+        The `[count, image_size, image_size, channels]` float32 queries.
+    """
+    return augmenter(tf.constant(images), step=-1)[0].numpy()
 
 
 def inference_function(model: keras.Model) -> Callable[[np.ndarray], np.ndarray]:

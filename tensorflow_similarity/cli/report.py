@@ -192,7 +192,7 @@ def summary(
 
     `knn_accuracy_augmented_before`/`_after` (when `knn_augmented_before` is
     given) are the kNN accuracies of the augmented test queries
-    (`training.augmented_queries`) against the clean training images.
+    (`fitting.augmented_queries`) against the clean training images.
     """
     augmented = {}
     if knn_augmented_before is not None:

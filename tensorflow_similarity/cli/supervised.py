@@ -52,10 +52,15 @@ from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.cli import report, supervised_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
-from tensorflow_similarity.cli.fitting import fit_epochs, inference_function, parallel_batches
+from tensorflow_similarity.cli.fitting import (
+    EpochBackup,
+    augmented_queries,
+    fit_epochs,
+    inference_function,
+    parallel_batches,
+)
 from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
-from tensorflow_similarity.cli.training import EpochBackup, augmented_queries
 from tensorflow_similarity.data import ImageData
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers import CosineClassifier
