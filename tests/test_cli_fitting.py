@@ -1,0 +1,66 @@
+"""`cli.fitting.replica_batches`: global batches split over the replicas as `fit` splits them."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow_similarity.cli.fitting import parallel_batches, replica_batches
+from tests.distributed import mirrored_strategy
+
+
+def _global_batches(batch_size: int) -> tf.data.Dataset:
+    def batch(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x = tf.random.stateless_normal(
+            [batch_size, 3], seed=tf.stack([n, tf.constant(7, tf.int64)])
+        )
+        return x, tf.reduce_sum(x, axis=1, keepdims=True)
+
+    return parallel_batches(tf.data.Dataset.range(6), batch, deterministic=True)
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_each_replica_gets_the_slice_fit_would_give_it(replicas):
+    strategy = mirrored_strategy(replicas)
+    ours = iter(replica_batches(_global_batches(8), strategy))
+    keras_split = iter(strategy.experimental_distribute_dataset(_global_batches(8)))
+    for _ in range(6):
+        for mine, theirs in zip(next(ours), next(keras_split), strict=True):
+            mine = strategy.experimental_local_results(mine)
+            theirs = strategy.experimental_local_results(theirs)
+            assert len(mine) == len(theirs) == replicas
+            for a, b in zip(mine, theirs, strict=True):
+                assert a.shape[0] == 8 // replicas
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_fit_on_the_replica_batches_trains_as_on_the_global_batches():
+    strategy = mirrored_strategy(2)
+    weights = []
+    for split in (False, True):
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            model.compile(keras.optimizers.SGD(0.1), "mse")
+        dataset = _global_batches(8)
+        model.fit(
+            replica_batches(dataset, strategy) if split else dataset,
+            epochs=2,
+            steps_per_epoch=3,
+            verbose=0,
+        )
+        weights.append([w.numpy() for w in model.weights])
+    for ours, plain in zip(*weights, strict=True):
+        np.testing.assert_allclose(ours, plain, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(weights[0][1], 0.0)  # the bias moved: training happened
+
+
+def test_what_cannot_be_split_evenly_is_left_to_fit():
+    dataset = _global_batches(10)
+    assert replica_batches(dataset, mirrored_strategy(4)) is dataset  # 10 rows, 4 replicas
+    assert replica_batches(dataset, mirrored_strategy(1)) is dataset
+    assert replica_batches(dataset, tf.distribute.get_strategy()) is dataset
+    unequal = tf.data.Dataset.from_tensors((tf.zeros([4, 2]), tf.zeros([2])))
+    assert replica_batches(unequal, mirrored_strategy(2)) is unequal
