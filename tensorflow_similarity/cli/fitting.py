@@ -55,9 +55,10 @@ def replica_batches(
 
     Under `MirroredStrategy`, `fit` would split the batches itself, through
     per-replica iterators whose tf.data autotuning thread their destructors
-    wait for: the default supervised run sat idle for 64 s when `fit`
-    returned in 3 of 4 runs (gdb: `RootDataset::Iterator`'s destructor
-    waiting while `Model::OptimizeLoop` sleeps out its period, up to 60 s).
+    wait for: the default supervised run sat idle for about 64 s when `fit`
+    returned in 6 of 7 runs, 172-176 s in all instead of 103-111 s (gdb:
+    `RootDataset::Iterator`'s destructor waiting while `Model::OptimizeLoop`
+    sleeps out its period, up to 60 s).
     Here each replica reads its own slice of every global batch (rows
     `[r * b, (r + 1) * b)` of replica `r` with `b` images per replica, the
     split `fit` makes) from an iterator of `dataset` itself, which keeps its
