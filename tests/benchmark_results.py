@@ -1,10 +1,12 @@
-"""Tooling of the benchmark smoke tests: loading a script, and where a run writes its results."""
+"""Tooling of the benchmark smoke tests: loading a script, running it quick, where it writes."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +33,23 @@ def quick_output_folder(stdout: str) -> Path:
     match = _QUICK_FOLDER.search(stdout)
     assert match, f"a quick run must print where its results go; stdout ends:\n{stdout[-2000:]}"
     return Path(match.group(1))
+
+
+def run_quick(script: str, tmp_path: Path) -> Path:
+    """Runs `benchmark/<script>.py --quick` in a fresh process; returns the folder it wrote.
+
+    Its temporary folder goes under `tmp_path` (pytest removes it).
+    """
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARK_DIR / f"{script}.py"), "--quick"],
+        cwd=BENCHMARK_DIR,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return quick_output_folder(result.stdout)
 
 
 def load_benchmark(name: str) -> ModuleType:

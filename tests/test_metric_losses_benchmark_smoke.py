@@ -7,21 +7,15 @@ tables against a recomputation from the JSON, and smoke runs of both scripts.
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.benchmark_results import load_benchmark, quick_output_folder, results_snapshot
+from tests.benchmark_results import load_benchmark, results_snapshot, run_quick
 from tests.distributed import mirrored_strategy
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def per_replica_values(strategy, shares):
@@ -183,19 +177,6 @@ def test_report_adds_the_metric_small_batch_section_and_its_plot(tmp_path):
     assert "](metric_small_batch.png)" in text
     assert (tmp_path / "metric_small_batch.png").stat().st_size > 0
     check_paired_table(payload, text)
-
-
-def run_quick(script, tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmark" / f"{script}.py"), "--quick"],
-        cwd=REPO / "benchmark",
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return quick_output_folder(result.stdout)
 
 
 # Runs the benchmark script end to end: out of the fast loop, still in CI.
