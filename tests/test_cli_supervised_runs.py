@@ -88,9 +88,10 @@ def test_default_supervised_run_learns_the_seen_classes(tmp_path):
     assert summary["index_size"] == 1438
     before, after = summary["before"], summary["after"]
     assert after["map_at_r_seen"] > before["map_at_r_seen"]  # it learnt the seen classes
-    # Unseen-class recall@1 of clean queries is reported, not asserted: issue 15's goal
-    # (above the untrained network's) is met for none of seeds 0-2 with these defaults
-    # (cli/supervised.py). With augmented queries it rises for all three (seed 0: 0.42 -> 0.50).
+    # Unseen-class recall@1 of clean queries is reported, not asserted: training leaves it
+    # within 2-6 queries of the untrained network's, either side, depending on the seed and the
+    # machine's rounding (benchmark/unseen_digits.py). With augmented queries it rises for all
+    # three seeds (seed 0: 0.42 -> 0.50).
     for figures in (before, after):
         assert 0.0 <= figures["recall_at_1_unseen"] <= 1.0
     assert after["recall_at_1_unseen_augmented"] > before["recall_at_1_unseen_augmented"]
