@@ -186,17 +186,18 @@ def job_options(seed: int, quick: bool, folder: Path) -> list[str]:
 
 def job_worker(seed: int, quick: bool, folder: Path) -> None:
     """In a fresh process: runs the job and scores its network before and after training."""
-    data = load_data("digits", IMAGE_SIZE, seed=seed)
     figures: dict[str, Any] = {}
 
     class Score(keras.callbacks.Callback):
         """Scores the trained model when `fit` starts (untrained) and ends (trained)."""
 
         def on_train_begin(self, logs: dict | None = None) -> None:
-            figures["untrained"] = protocols(inference_function(self.model), data)
+            # Loaded once the job has set up its devices: nothing here may start TensorFlow first.
+            self.data = load_data("digits", IMAGE_SIZE, seed=seed)
+            figures["untrained"] = protocols(inference_function(self.model), self.data)
 
         def on_train_end(self, logs: dict | None = None) -> None:
-            figures["trained"] = protocols(inference_function(self.model), data)
+            figures["trained"] = protocols(inference_function(self.model), self.data)
 
     status = tfsim_main(job_options(seed, quick, folder), callbacks=[Score()])
     if status:
