@@ -38,9 +38,10 @@ weights (0.99) gains 0-4 queries and stays under it; the augmentations
 (SimSiam's without the flip) helped most (0.87 -> 0.95). Why:
 `benchmark/unseen_digits.py` scores seeds 0-2 leave-one-out over all 1,797
 digits (5 times the queries): training moves unseen recall@1 by -0.003,
--0.025, -0.010, and a textbook linear metric learnt on the same six classes
-(NCA) moves the raw pixels' by -0.008, +0.006, -0.003, while both raise the
-seen classes: what tells 0-5 apart does not find the nearest 6-9 better.
+-0.025, -0.010 while it raises the seen classes', and a textbook linear
+metric learnt on the same six classes (NCA) moves the raw pixels' by
+-0.008, +0.006, -0.003: what tells 0-5 apart does not find the nearest 6-9
+better than what it starts from.
 """
 
 from __future__ import annotations
