@@ -38,8 +38,10 @@ def quick_output_folder(stdout: str) -> Path:
 def run_quick(script: str, tmp_path: Path) -> Path:
     """Runs `benchmark/<script>.py --quick` in a fresh process; returns the folder it wrote.
 
-    Its temporary folder goes under `tmp_path` (pytest removes it).
+    Its temporary folder goes under `tmp_path` (pytest removes it). Asserts that the run
+    left `benchmark/results` (the committed full runs) as it was.
     """
+    before = results_snapshot()
     result = subprocess.run(
         [sys.executable, str(BENCHMARK_DIR / f"{script}.py"), "--quick"],
         cwd=BENCHMARK_DIR,
@@ -49,6 +51,7 @@ def run_quick(script: str, tmp_path: Path) -> Path:
         timeout=900,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert results_snapshot() == before, "a --quick run must not write to benchmark/results"
     return quick_output_folder(result.stdout)
 
 
