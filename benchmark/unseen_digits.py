@@ -287,12 +287,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 **references(seed),
                 **run_job(seed, args.quick, Path(scratch) / f"seed-{seed}"),
             }
-            unseen = figures[str(seed)]
+            job = {name: figures[str(seed)][name]["job"]["unseen"] for name in COLUMNS}
             print(
-                f"seed {seed}: unseen recall@1 (job) untrained "
-                f"{unseen['untrained']['job']['unseen']:.3f}, trained "
-                f"{unseen['trained']['job']['unseen']:.3f}, pixels "
-                f"{unseen['pixels']['job']['unseen']:.3f}",
+                f"seed {seed}: unseen recall@1 (job) untrained {job['untrained']:.3f}, "
+                f"trained {job['trained']:.3f}, pixels {job['pixels']:.3f}",
                 flush=True,
             )
     report = {
