@@ -5,6 +5,11 @@ Searches and stores save their content as one `.npz` file holding a
 file is written beside its destination and renamed over it, so a crash
 never leaves half a file; a file is read into memory entirely, and checked,
 before the caller touches its own state, so a bad file changes nothing.
+
+Files are untrusted: an array of Python objects is stored pickled, and
+unpickling runs whatever code the file names, so `read_npz` refuses such an
+array unless the caller passes `safe_mode=False`, as
+`keras.saving.load_model` does for `.keras` files.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def read_npz(
     format_version: int,
     keys: Sequence[str],
     owner: str,
-    pickled: Sequence[str] = (),
+    optional: Sequence[str] = (),
+    safe_mode: bool = True,
 ) -> dict[str, np.ndarray]:
     """Returns the arrays `keys` of a file written by `write_npz`, all in memory.
 
@@ -58,16 +64,19 @@ def read_npz(
         format_version: The version the file must hold.
         keys: The arrays to read; each must be present.
         owner: The class reading, for the messages.
-        pickled: Keys whose arrays may hold Python objects (unpickled: read
-            only files you trust).
+        optional: Arrays read too when present.
+        safe_mode: If `True` (the default), an array of Python objects is
+            refused before anything is unpickled. `False` unpickles it,
+            which runs code the file names: only for files you trust.
 
     Returns:
-        A dict from each key to its array.
+        A dict from each key to its array (optional ones when present).
 
     Raises:
         FileNotFoundError: If `path` does not exist.
         ValueError: If the file is not a readable `.npz` of this `kind` and
-            `format_version`, or lacks one of `keys`.
+            `format_version`, lacks one of `keys`, or (in safe mode) holds
+            an array of Python objects.
     """
     if not path.is_file():
         raise FileNotFoundError(
@@ -79,11 +88,21 @@ def read_npz(
             found_kind = str(npz["kind"])
             if found_kind != kind or found_version != format_version:
                 raise _WrongFormat(found_kind, found_version)
-            plain = [key for key in keys if key not in pickled]
-            arrays = {key: np.array(npz[key]) for key in plain}
-        if any(key in keys for key in pickled):
+            wanted = [*keys, *(key for key in optional if key in npz.files)]
+            pickled = [key for key in wanted if _holds_objects(npz, key)]
+            if pickled and safe_mode:
+                raise _Pickled(pickled)
+            arrays = {key: np.array(npz[key]) for key in wanted if key not in pickled}
+        if pickled:
             with np.load(path, allow_pickle=True) as npz:
-                arrays.update({key: np.array(npz[key]) for key in pickled if key in keys})
+                arrays.update({key: np.array(npz[key]) for key in pickled})
+    except _Pickled as err:
+        raise ValueError(
+            f"{owner}: {str(path)!r} holds Python objects (array {err.keys[0]!r}), stored "
+            "pickled; unpickling them runs whatever code the file names, so they are not "
+            "loaded in safe mode. If you trust the file's source, load it with "
+            "safe_mode=False; otherwise rebuild the index from your own data."
+        ) from None
     except _WrongFormat as err:
         raise ValueError(
             f"{owner}: {str(path)!r} holds a {err.kind!r} file of format version "
@@ -97,6 +116,32 @@ def read_npz(
             f"{err}). The file is corrupt or truncated; save the index again."
         ) from err
     return arrays
+
+
+def _holds_objects(npz: np.lib.npyio.NpzFile, key: str) -> bool:
+    """Whether the array `key` of `npz` is stored pickled, read from its header alone.
+
+    Raises:
+        KeyError: If `npz` has no array `key`.
+    """
+    if key not in npz.files:
+        raise KeyError(key)
+    names = npz.zip.namelist()
+    with npz.zip.open(key if key in names else f"{key}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        _, _, dtype = read_header(member)
+    return dtype.hasobject
+
+
+class _Pickled(Exception):
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys)
+        self.keys = keys
 
 
 class _WrongFormat(Exception):

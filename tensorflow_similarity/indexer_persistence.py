@@ -108,6 +108,7 @@ class IndexerPersistence:
         distance: Distance | str | None = None,
         embedding_size: int | None = None,
         kv_store: Store | None = None,
+        safe_mode: bool = True,
     ) -> Self:
         """Reads an index `save` wrote.
 
@@ -119,6 +120,11 @@ class IndexerPersistence:
             kv_store: A store of the saved store's class to read the records
                 into, replacing its own. Defaults to a new one: a `MemoryStore`,
                 or a `MemmapStore` on the files in `path` (see the class).
+            safe_mode: If `True` (the default), a store whose records' data
+                were saved as pickled Python objects is refused, since
+                unpickling runs code the file names. `False` loads it, as
+                `keras.saving.load_model(safe_mode=False)` does: only for an
+                index you trust.
 
         Returns:
             A new `Indexer` with the saved embeddings, labels, data and
@@ -128,8 +134,8 @@ class IndexerPersistence:
             FileNotFoundError: If `path` holds no saved index.
             ValueError: If the saved index is corrupt, of another format
                 version, or of another distance or dimension than expected,
-                or `kv_store` is not of the saved store's class; nothing is
-                loaded then.
+                or `kv_store` is not of the saved store's class, or (in safe
+                mode) holds pickled data; nothing is loaded then.
         """
         metadata = cls.read_metadata(path)
         saved_distance = distance_canonicalizer(metadata["distance"])
@@ -165,7 +171,7 @@ class IndexerPersistence:
         if verbose:
             print(f"Loading an index of {metadata['size']} embeddings from {path}")
         index.search.load(path)
-        store.load(path)
+        store.load(path, safe_mode=safe_mode)
         # Set after construction, which empties a given store: the one opened in place
         # holds the saved records.
         index.kv_store_type = index.kv_store = store

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import main
@@ -29,7 +30,9 @@ from tensorflow_similarity.cli.supervised import LOSSES, balanced_batches
 from tensorflow_similarity.cli.supervised_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import load_data, read_image
 from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.models.index_mixin import index_path
 from tests.distributed import mirrored_strategy
+from tests.stores.test_memory_store import _Payload
 from tests.test_cli import (
     history,
 )
@@ -308,6 +311,7 @@ def test_lookup_json_and_text_match_a_numpy_nearest_neighbour_search(runs, tmp_p
     output, _ = runs("multisimilarity")
     paths = write_query_images(tmp_path / "queries")
     expected = _loop_neighbours(output, paths, k=3)
+    capsys.readouterr()  # the run's own output, when this test made it
 
     assert (
         main(["lookup", "--output", str(output), "--k", "3", "--json", str(tmp_path / "queries")])
@@ -400,6 +404,27 @@ def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
     assert status == 2, captured.err
     assert captured.err.startswith("tfsim: error:") and message in captured.err
     assert captured.out == ""
+
+
+def test_lookup_never_unpickles_an_index_file(runs, tmp_path, capsys):
+    finished, _ = runs("multisimilarity")
+    shared = tmp_path / "shared"
+    shutil.copytree(finished, shared)
+    marker = tmp_path / "payload-ran"
+    store = index_path(shared / "model.keras") / "memory_store.npz"
+    with np.load(store, allow_pickle=False) as npz:
+        arrays = {key: npz[key] for key in npz.files if key not in ("kind", "format_version")}
+    data = np.empty(len(arrays["labels"]), dtype=object)
+    data[:] = [_Payload(marker)] * len(data)
+    write_npz(store, {**arrays, "data": data}, kind="MemoryStore", format_version=1)
+    image = write_query_images(tmp_path / "queries", count=1)[0]
+    capsys.readouterr()
+
+    status = main(["lookup", "--output", str(shared), str(image)])
+    captured = capsys.readouterr()
+    assert status == 2 and captured.out == ""
+    assert "Python objects" in captured.err and "--no-safe-mode" in captured.err
+    assert not marker.exists()
 
 
 def test_inference_function_matches_predict_across_chunks_and_replicas():

@@ -13,6 +13,7 @@ from tensorflow_similarity.retrieval_metrics import RecallAtK
 from tensorflow_similarity.search import LinearSearch
 from tensorflow_similarity.stores import MemmapStore, MemoryStore
 from tensorflow_similarity.types import Lookup
+from tests.stores.test_memory_store import write_poisoned_store
 
 DIM = 5
 
@@ -227,6 +228,24 @@ def test_a_memory_store_reloads_as_a_memory_store_and_a_foreign_one_needs_an_ins
         Indexer.load(tmp_path / "tagged", verbose=0)
     loaded = Indexer.load(tmp_path / "tagged", verbose=0, kv_store=TaggedStore())
     assert type(loaded.kv_store) is TaggedStore and loaded.size() == 5
+
+
+def test_an_index_with_pickled_data_loads_only_with_safe_mode_off(tmp_path):
+    x, y = _data(seed=0, n=6)
+    index = Indexer(embedding_size=DIM, distance="l2")
+    index.batch_add(x, labels=y, data=[{"id": i} for i in range(6)], verbose=0)
+    with pytest.warns(UserWarning, match="pickled"):
+        index.save(tmp_path / "saved")
+    with pytest.raises(ValueError, match="Python objects.*safe_mode=False"):
+        Indexer.load(tmp_path / "saved", verbose=0)
+    loaded = Indexer.load(tmp_path / "saved", verbose=0, safe_mode=False)
+    assert [loaded.kv_store.get(i)[2] for i in range(6)] == [{"id": i} for i in range(6)]
+
+    marker = tmp_path / "payload-ran"
+    write_poisoned_store(tmp_path / "saved", marker)
+    with pytest.raises(ValueError, match="Python objects"):
+        Indexer.load(tmp_path / "saved", verbose=0)
+    assert not marker.exists()
 
 
 def test_load_refuses_another_distance_dimension_or_version(tmp_path):

@@ -102,8 +102,11 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
         images = np.stack([read_image(path, size) for path in paths])
     except ValueError as error:
         raise UsageError(str(error)) from None
-    model = keras.saving.load_model(output / "model.keras")
-    model.load_index(output / "model.keras")
+    model = keras.saving.load_model(output / "model.keras", safe_mode=args.safe_mode)
+    try:
+        model.load_index(output / "model.keras", safe_mode=args.safe_mode)
+    except ValueError as error:
+        raise UsageError(str(error).replace("safe_mode=False", "--no-safe-mode")) from None
     names = run.get("class_names") or []
     results = []
     for path, found in zip(paths, model.lookup(images, k=args.k, verbose=0), strict=True):

@@ -98,6 +98,13 @@ def add_lookup_command(commands: Any) -> None:
     lookup.add_argument(
         "--json", action="store_true", help="print JSON instead of a table, for programs"
     )
+    lookup.add_argument(
+        "--no-safe-mode",
+        dest="safe_mode",
+        action="store_false",
+        help="load a run whose index or model holds pickled Python objects or code (Keras' "
+        "safe_mode=False): loading it runs that code, so only for a run you trust",
+    )
 
 
 def check_supervised_numbers(args: argparse.Namespace) -> None:

@@ -230,7 +230,7 @@ class IndexLookupMixin:
         """
         self._index.save(index_path(filepath), compression=compression)
 
-    def load_index(self, filepath: str | Path) -> None:
+    def load_index(self, filepath: str | Path, safe_mode: bool = True) -> None:
         """Replaces the index by the one `save_index(filepath)` (or `save`) wrote.
 
         The saved index must have the model's embedding size and, if the
@@ -239,11 +239,16 @@ class IndexLookupMixin:
 
         Args:
             filepath: What was given to `save_index` or `save`.
+            safe_mode: If `True` (the default), an index whose records'
+                data were saved as pickled Python objects is refused, since
+                unpickling runs code the file names; `False` loads it (as
+                `keras.saving.load_model(safe_mode=False)`): only for an
+                index you trust.
 
         Raises:
             FileNotFoundError: If nothing was saved there.
-            ValueError: If the saved index has another distance or size, or
-                is corrupt.
+            ValueError: If the saved index has another distance or size, is
+                corrupt, or (in safe mode) holds pickled data.
         """
         current = self._ix
         embedding_output = None if current is None else current.embedding_output
@@ -252,6 +257,7 @@ class IndexLookupMixin:
             verbose=0,
             distance=None if current is None else current.distance,
             embedding_size=self._index_embedding_size(embedding_output),
+            safe_mode=safe_mode,
         )
 
     # Checks made before any prediction.

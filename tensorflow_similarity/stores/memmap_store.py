@@ -144,7 +144,8 @@ class MemmapStore(Store):
                 shutil.copyfile(source, path / f"{column}.bin")
         shutil.copyfile(self.path / META_NAME, path / META_NAME)
 
-    def _load(self, path: Path) -> None:
+    def _load(self, path: Path, safe_mode: bool) -> None:
+        del safe_mode  # raw numeric rows: nothing is ever unpickled
         owner = type(self).__name__
         if not (path / META_NAME).is_file():
             raise FileNotFoundError(
@@ -247,7 +248,19 @@ def _read_meta(path: Path, owner: str) -> dict[str, Any]:
         "has_label": 1,
     }
     if spec is not None:
-        row_bytes["data"] = np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
+        try:
+            dtype = np.dtype(spec["dtype"])
+            shape = [int(n) for n in spec["shape"]]
+        except (TypeError, ValueError, KeyError) as err:
+            dtype, shape = None, None
+            problem = f"{type(err).__name__}: {err}"
+        if dtype is None or dtype.kind not in "biuf" or min(shape, default=0) < 0:
+            found = problem if dtype is None else f"dtype {dtype}, shape {shape}"
+            raise ValueError(
+                f"{owner}: {str(path / META_NAME)!r} describes data that are not numeric rows "
+                f"({found}). The store is corrupt."
+            )
+        row_bytes["data"] = dtype.itemsize * int(np.prod(shape))
     for column, size in row_bytes.items():
         file = path / f"{column}.bin"
         found = file.stat().st_size if file.exists() else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from tensorflow_similarity.stores.store import Store
 FORMAT_VERSION = 1
 FILE_NAME = "memory_store.npz"
 _KEYS = ("embeddings", "labels", "has_label", "data_kind", "data")
+# Only in files whose data_kind is "ragged": one row of shape per record.
+_SHAPES_KEY = "data_shapes"
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -22,10 +25,14 @@ class MemoryStore(Store):
     """Records kept in memory: embeddings in one float32 array, labels and data beside.
 
     `save` writes one compressed `.npz` file, `memory_store.npz`, holding a
-    format version. Data that stack into one numeric or string array (images
-    of one shape, say) are saved as that array; any other data are saved as
-    pickled Python objects, which `load` unpickles, so load only files you
-    trust. `load` reads and checks the whole file before replacing anything.
+    format version. Data that NumPy stores without pickle are saved as plain
+    arrays: items that stack into one numeric or string array (images of one
+    shape, strings, numbers), or numeric or string arrays of one dtype kind
+    and rank but different shapes (saved concatenated, with their shapes).
+    Any other data (dicts, a mix of `None` and arrays, ...) can only be saved
+    pickled, with a warning: `load` refuses them unless given
+    `safe_mode=False`, because unpickling a file runs code it names. `load`
+    reads and checks the whole file before replacing anything.
 
     Args:
         name: The store's name. Defaults to `"memory"`.
@@ -84,62 +91,118 @@ class MemoryStore(Store):
     def _save(self, path: Path, compression: bool) -> None:
         dim = self.dim or 0
         embeddings = self._embeddings.view() if self._embeddings else np.zeros((0, dim))
-        data_kind, data = _pack_data(self._data)
+        data_kind, data, shapes = _pack_data(self._data)
+        if data_kind == "object":
+            warnings.warn(
+                f"{type(self).__name__}: the records' data are not numeric or string arrays "
+                f"(e.g. a {type(next(d for d in self._data if d is not None)).__name__}), so "
+                f"{FILE_NAME} stores them pickled, and loading it needs safe_mode=False. Index "
+                "arrays or strings (or no data) to get a file that loads in safe mode.",
+                UserWarning,
+                stacklevel=3,
+            )
+        arrays = {
+            "embeddings": embeddings.astype(np.float32),
+            "labels": self._labels.view(),
+            "has_label": self._has_label.view(),
+            "data_kind": np.array(data_kind),
+            "data": data,
+        }
+        if shapes is not None:
+            arrays[_SHAPES_KEY] = shapes
         write_npz(
             path / FILE_NAME,
-            {
-                "embeddings": embeddings.astype(np.float32),
-                "labels": self._labels.view(),
-                "has_label": self._has_label.view(),
-                "data_kind": np.array(data_kind),
-                "data": data,
-            },
+            arrays,
             kind=type(self).__name__,
             format_version=FORMAT_VERSION,
             compression=compression,
         )
 
-    def _load(self, path: Path) -> None:
+    def _load(self, path: Path, safe_mode: bool) -> None:
+        file = path / FILE_NAME
         arrays = read_npz(
-            path / FILE_NAME,
+            file,
             kind=type(self).__name__,
             format_version=FORMAT_VERSION,
             keys=_KEYS,
             owner=type(self).__name__,
-            pickled=("data",),
+            optional=(_SHAPES_KEY,),
+            safe_mode=safe_mode,
         )
         embeddings, labels, has_label = arrays["embeddings"], arrays["labels"], arrays["has_label"]
         data_kind, data = str(arrays["data_kind"]), arrays["data"]
         count = len(labels)
+        try:
+            data_list = _unpack_data(data_kind, data, arrays.get(_SHAPES_KEY), count)
+        except ValueError as err:
+            data_list = None
+            problem = str(err)
+        else:
+            problem = "its arrays disagree on the number of records"
         consistent = (
-            embeddings.ndim == 2
+            data_list is not None
+            and embeddings.ndim == 2
             and len(embeddings) == count
+            and labels.ndim == 1
             and has_label.shape == (count,)
-            and data_kind in ("none", "array", "object")
-            and (data_kind == "none" or len(data) == count)
         )
         if not consistent:
             raise ValueError(
-                f"{type(self).__name__}: {str(path / FILE_NAME)!r} is inconsistent (its arrays "
-                "disagree on the number of records). Save the store again."
+                f"{type(self).__name__}: {str(file)!r} is inconsistent ({problem}). Save the "
+                "store again."
             )
         self.reset()
         if count:
-            data_list = [None] * count if data_kind == "none" else list(data)
             self._add(embeddings.astype(np.float32), labels, has_label.astype(bool), data_list)
 
 
-def _pack_data(data: list[Any]) -> tuple[str, np.ndarray]:
-    """Returns how the data are saved (`none`, `array`, `object`) and the array saving them."""
+def _pack_data(data: list[Any]) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """Returns how the data are saved, the array saving them and, if ragged, their shapes.
+
+    The kinds: `none` (no data), `array` (the items stack into one plain
+    array), `ragged` (plain arrays of one dtype kind and rank but several
+    shapes, saved flattened end to end), `object` (anything else, pickled).
+    """
     if all(item is None for item in data):
-        return "none", np.zeros(0)
+        return "none", np.zeros(0), None
     try:
         array = np.asarray(data)
     except ValueError:
         array = None
     if array is not None and array.dtype != object and len(array) == len(data):
-        return "array", array
+        return "array", array, None
+    items = [None if item is None else np.asarray(item) for item in data]
+    plain = all(item is not None and item.dtype != object for item in items)
+    if plain and len({(item.dtype.kind, item.ndim) for item in items}) == 1:
+        flat = np.concatenate([item.reshape(-1) for item in items])
+        return "ragged", flat, np.array([item.shape for item in items], np.int64)
     packed = np.empty(len(data), dtype=object)
     for i, item in enumerate(data):
         packed[i] = item
-    return "object", packed
+    return "object", packed, None
+
+
+def _unpack_data(kind: str, data: np.ndarray, shapes: np.ndarray | None, count: int) -> list[Any]:
+    """Returns the `count` items that `_pack_data` saved as `kind`.
+
+    Raises:
+        ValueError: If the arrays do not describe `count` items of that kind.
+    """
+    if kind == "none":
+        return [None] * count
+    if kind in ("array", "object"):
+        if data.ndim == 0 or len(data) != count:
+            raise ValueError(f"{count} records but data for {data.size}")
+        return list(data)
+    if kind != "ragged":
+        raise ValueError(f"unknown data kind {kind!r}")
+    if shapes is None or shapes.ndim != 2 or len(shapes) != count or (shapes < 0).any():
+        raise ValueError(f"ragged data needs {count} shapes")
+    sizes = np.prod(shapes, axis=1, dtype=np.int64)
+    if data.ndim != 1 or int(sizes.sum()) != data.size:
+        raise ValueError(f"the shapes need {int(sizes.sum())} values, the data hold {data.size}")
+    ends = np.cumsum(sizes)
+    return [
+        data[end - size : end].reshape(shape)
+        for end, size, shape in zip(ends, sizes, shapes, strict=True)
+    ]

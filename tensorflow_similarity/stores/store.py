@@ -147,20 +147,29 @@ class Store(abc.ABC):
         """
         self._save(Path(path), compression)
 
-    def load(self, path: Path | str) -> int:
+    def load(self, path: Path | str, safe_mode: bool = True) -> int:
         """Replaces the records by those saved in the folder `path`.
 
         The file is read and checked completely first: on any error the store
         is left as it was.
+
+        Args:
+            path: The folder given to `save`.
+            safe_mode: If `True` (the default), records whose data were
+                saved as pickled Python objects are refused, since
+                unpickling runs code the file names; `False` loads them (as
+                `keras.saving.load_model(safe_mode=False)` does): only for
+                files you trust.
 
         Returns:
             The number of records loaded.
 
         Raises:
             FileNotFoundError: If nothing was saved there.
-            ValueError: If the file is corrupt or of another format version.
+            ValueError: If the file is corrupt, of another format version,
+                or (in safe mode) holds pickled data.
         """
-        self._load(Path(path))
+        self._load(Path(path), bool(safe_mode))
         return self.size()
 
     def get_config(self) -> dict[str, Any]:
@@ -203,8 +212,11 @@ class Store(abc.ABC):
         """Saves into the folder `path`."""
 
     @abc.abstractmethod
-    def _load(self, path: Path) -> None:
-        """Loads from the folder `path`, reading and checking everything before any change."""
+    def _load(self, path: Path, safe_mode: bool) -> None:
+        """Loads from the folder `path`, reading and checking everything before any change.
+
+        `safe_mode` is `load`'s: in safe mode nothing may be unpickled.
+        """
 
     def _check_embeddings(self, embeddings: Any) -> np.ndarray:
         owner = type(self).__name__

@@ -44,20 +44,33 @@ def test_no_labels_and_no_data():
     assert store.batch_get([0, 1])[1:] == ([None, None], [None, None])
 
 
-@pytest.mark.parametrize("data_kind", ["array", "object", "none"])
+ROUND_TRIP_DATA = {
+    "array": np.arange(8).reshape(4, 2),
+    "strings": ["a", "bcd", "", "é"],
+    "ragged": [np.ones((2, 3)), np.arange(4.0).reshape(4, 1), np.zeros((0, 2)), np.ones((1, 1))],
+    "ragged strings": [np.array(["a", "bc"]), np.array(["d"]), np.array([], str), np.array(["e"])],
+    "object": ["a", {"b": 1}, None, np.ones(3)],
+    "none": None,
+}
+
+
+@pytest.mark.parametrize("data_kind", list(ROUND_TRIP_DATA))
 def test_save_load_round_trip(tmp_path, data_kind):
     store = MemoryStore()
     embeddings = np.arange(12, dtype=np.float32).reshape(4, 3)
-    data = {
-        "array": np.arange(8).reshape(4, 2),
-        "object": ["a", {"b": 1}, None, np.ones(3)],
-        "none": None,
-    }[data_kind]
+    data = ROUND_TRIP_DATA[data_kind]
     store.batch_add(embeddings, labels=[1, None, 3, 4], data=data)
-    store.save(tmp_path, compression=data_kind != "none")
+    if data_kind == "object":
+        with pytest.warns(UserWarning, match="safe_mode=False"):
+            store.save(tmp_path)
+    else:
+        store.save(tmp_path, compression=data_kind != "none")
+    if data_kind != "object":  # every array of the file reads without pickle
+        with np.load(tmp_path / "memory_store.npz", allow_pickle=False) as npz:
+            assert all(not npz[key].dtype.hasobject for key in npz.files)
     loaded = MemoryStore()
     loaded.add(np.ones(7), 9)  # replaced, not appended to
-    assert loaded.load(tmp_path) == 4
+    assert loaded.load(tmp_path, safe_mode=data_kind != "object") == 4
     got, labels, got_data = loaded.batch_get([0, 1, 2, 3])
     np.testing.assert_array_equal(got, embeddings)
     assert labels == [1, None, 3, 4]
@@ -68,6 +81,50 @@ def test_save_load_round_trip(tmp_path, data_kind):
         else:
             assert a == b
     assert loaded.add(np.zeros(3)) == 4
+
+
+class _Payload:
+    """Pickles as a call of `open(marker, "w")`: unpickling it creates the marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def write_poisoned_store(folder, marker, data_kind="object"):
+    """Writes a valid-looking memory_store.npz whose data array unpickles into a call."""
+    data = np.empty(2, dtype=object)
+    data[0], data[1] = _Payload(marker), "b"
+    write_npz(
+        folder / "memory_store.npz",
+        {
+            "embeddings": np.ones((2, 3), np.float32),
+            "labels": np.array([0, 1]),
+            "has_label": np.array([True, True]),
+            "data_kind": np.array(data_kind),
+            "data": data,
+        },
+        kind="MemoryStore",
+        format_version=1,
+    )
+
+
+@pytest.mark.parametrize("data_kind", ["object", "array", "none"])
+def test_pickled_data_are_refused_in_safe_mode_and_never_unpickled(tmp_path, data_kind):
+    marker = tmp_path / "payload-ran"
+    write_poisoned_store(tmp_path, marker, data_kind)
+    target = MemoryStore()
+    target.batch_add(np.ones((1, 6)), labels=[7])
+    with pytest.raises(ValueError, match=r"Python objects .*'data'.*safe_mode=False"):
+        target.load(tmp_path)
+    assert not marker.exists()
+    assert target.size() == 1 and target.batch_get([0])[1] == [7]
+    # The explicit opt-in unpickles, as Keras' safe_mode=False does: the payload runs.
+    if data_kind == "object":
+        assert target.load(tmp_path, safe_mode=False) == 2
+        assert marker.exists()
 
 
 def test_load_refuses_corrupt_and_other_versions_and_changes_nothing(tmp_path):
