@@ -9,7 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from tensorflow_similarity import collectives
-from tensorflow_similarity._validation import check_choice, is_int
+from tensorflow_similarity._validation import check_choice, check_int, check_number, is_int
 from tensorflow_similarity.layers.sync_moments import cross_replica_moments, normalize
 
 EXCHANGES = ("auto", "reduce", "gather")
@@ -50,8 +50,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     Args:
         axis: Integer, the feature axis (`-1` channels-last, `1` channels-first).
             Defaults to `-1`.
-        momentum: Momentum of the moving averages. Defaults to `0.99`.
-        epsilon: Small float added to the variance. Defaults to `1e-3`.
+        momentum: Momentum of the moving averages, a number in `[0, 1]`.
+            Defaults to `0.99`.
+        epsilon: Small float added to the variance, finite and `> 0`.
+            Defaults to `1e-3`.
         center: Whether to learn an offset `beta`. Defaults to `True`.
         scale: Whether to learn a scale `gamma`. Defaults to `True`.
         beta_initializer: Initializer of `beta`. Defaults to `"zeros"`.
@@ -80,7 +82,11 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             rejected (batch renormalisation is not synchronised).
 
     Raises:
-        ValueError: If `group_size` is not a positive integer or `renorm=True`.
+        ValueError: If `axis` is not an integer, `momentum` is not a number in
+            `[0, 1]`, `epsilon` is not a finite number `> 0`, `group_size` is
+            not a positive integer, `exchange` is unknown or `renorm=True`
+            (at construction); if `axis` is outside `[-rank, rank - 1]` for
+            the input's rank (at build).
 
     Example:
 
@@ -113,11 +119,40 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         **kwargs: Any,
     ) -> None:
         kwargs.pop("synchronized", None)
+        owner = "SyncBatchNormalization"
+        if isinstance(kwargs.get("name"), str):
+            owner = f"SyncBatchNormalization {kwargs['name']!r}"
+        # Keras' constructor coerces with int() and float() and checks no range:
+        # axis=1.5 would become 1, momentum="0.9" 0.9, momentum=2 would drive the
+        # moving variance negative and epsilon=-1 the outputs to NaN.
+        axis = check_int(
+            "axis",
+            axis,
+            owner=owner,
+            hint="Use the feature axis: -1 for channels-last, 1 for channels-first.",
+        )
+        momentum = check_number(
+            "momentum",
+            momentum,
+            low=0,
+            high=1,
+            owner=owner,
+            hint="The moving statistics are `old * momentum + batch * (1 - momentum)`: "
+            "use a value such as 0.99 (the default) or 0.9.",
+        )
+        epsilon = check_number(
+            "epsilon",
+            epsilon,
+            positive=True,
+            owner=owner,
+            hint="It is added to the variance before the square root: use a small "
+            "positive value such as 1e-3 (the default) or 1e-5.",
+        )
         check_choice(
             "exchange",
             exchange,
             EXCHANGES,
-            owner="SyncBatchNormalization",
+            owner=owner,
             hint="('reduce': one all-reduce of per-channel sums, constant in the number of "
             "replicas; 'gather': one row per replica; 'auto': 'reduce', or 'gather' under "
             "TPUStrategy, whose collectives have no float64).",
@@ -152,6 +187,17 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         )
         self.group_size = group_size
         self.exchange = exchange
+
+    def build(self, input_shape) -> None:
+        rank = len(input_shape)
+        if not -rank <= self.axis < rank:
+            raise ValueError(
+                f"SyncBatchNormalization {self.name!r}: axis={self.axis} is out of range "
+                f"for an input of rank {rank} (shape {tuple(input_shape)}): the axis must be "
+                f"in [{-rank}, {rank - 1}]. Use the feature axis of the input, -1 for "
+                "channels-last or 1 for channels-first."
+            )
+        super().build(input_shape)
 
     @property
     def synchronized(self) -> bool:

@@ -28,7 +28,9 @@ class ArcFaceLoss(MetricLoss):
 
     Where `theta_y + m > pi` the target logit is `cos(theta_y) - m sin(m)`
     instead (the reference implementation's choice, keeping it decreasing in
-    `theta_y`). Labels must lie in `[0, num_classes)`.
+    `theta_y`). Labels must lie in `[0, num_classes)`. Cosines are clipped to
+    `[-1, 1]` (rounding); a NaN or infinite cosine gives that sample a NaN
+    term.
 
     Across replicas: nothing is mined, each sample's term only needs its own
     cosines; the labels and cosines are still gathered so that the mean is
@@ -74,7 +76,12 @@ class ArcFaceLoss(MetricLoss):
         super().__init__(distance=None, name=name, reduction=reduction, dtype=dtype)
 
     def call(self, labels: tf.Tensor, cosines: tf.Tensor) -> tf.Tensor:
-        cosines = tf.clip_by_value(cosines, -1.0, 1.0)
+        # The clip absorbs rounding just past +-1; an infinite cosine is no such
+        # thing, and clipping it would hide it (a finite loss, a zero gradient).
+        clipped = tf.clip_by_value(cosines, -1.0, 1.0)
+        cosines = tf.where(
+            tf.math.is_finite(cosines), clipped, tf.constant(float("nan"), cosines.dtype)
+        )
         target = tf.gather(cosines, labels, axis=1, batch_dims=1)
         # sin from cos: clipped away from 0 so that sqrt's gradient stays finite.
         sine = tf.sqrt(tf.maximum(1.0 - tf.square(target), 1e-12))

@@ -27,7 +27,10 @@ class MultiSimilarityLoss(MetricLoss):
             + (1 / beta)  log(1 + sum_kept_n exp(-beta * x_an))
 
     (for cosine, `center = 1` makes `-x` the paper's `S - lambda`). Anchors
-    left without a kept positive or a kept negative contribute 0.
+    left without a kept positive or a kept negative contribute 0. An anchor
+    with a NaN distance to any key (a NaN or infinite embedding, with most
+    distances) gets a NaN term, so such a batch has a NaN loss, as with the
+    other losses, rather than one that silently leaves out its pairs.
 
     Across replicas: labels and embeddings are gathered; mining and weighting
     range over the whole global batch.
@@ -96,7 +99,13 @@ class MultiSimilarityLoss(MetricLoss):
             + masked_logsumexp(-self.beta * x, kept_n, plus_one=True) / self.beta
         )
         valid = tf.logical_and(tf.reduce_any(kept_p, axis=1), tf.reduce_any(kept_n, axis=1))
-        return tf.where(valid, terms, tf.zeros_like(terms))
+        terms = tf.where(valid, terms, tf.zeros_like(terms))
+        # Mining keeps pairs by comparing distances, and any comparison with NaN
+        # is false: a NaN distance would drop its pairs (a NaN anchor's whole row)
+        # and leave a finite loss with NaN gradients. Return NaN, as the other
+        # losses do; a finite batch takes the other branch, value and gradient.
+        has_nan = tf.reduce_any(tf.math.is_nan(d), axis=1)
+        return tf.where(has_nan, tf.constant(float("nan"), terms.dtype), terms)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -586,6 +586,32 @@ def test_unconvertible_batch_norm_is_named():
         convert_sync_batchnorm(model)
 
 
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        (
+            {"momentum": 2.0},
+            r"momentum must be a finite number in \[0, 1\]\. Received: momentum=2\.0",
+        ),
+        (
+            {"momentum": -0.5},
+            r"momentum must be a finite number in \[0, 1\]\. Received: momentum=-0\.5",
+        ),
+        ({"epsilon": -1.0}, r"epsilon must be a finite number > 0\. Received: epsilon=-1\.0"),
+        ({"epsilon": 0.0}, r"epsilon must be a finite number > 0\. Received: epsilon=0\.0"),
+    ],
+)
+@pytest.mark.parametrize("plugin", [None, GroupSyncBatchNorm(2)])
+def test_batch_norm_with_invalid_settings_is_named(setting, match, plugin):
+    # keras.layers.BatchNormalization takes these; its synchronised copy must not.
+    inputs = keras.Input((4,))
+    x = keras.layers.BatchNormalization(name="fine_bn")(inputs)
+    x = keras.layers.BatchNormalization(name="bad_bn", **setting)(x)
+    model = keras.Model(inputs, x, name="bad_model")
+    with pytest.raises(ValueError, match=r"cannot replace layer 'bad_model/bad_bn'.*" + match):
+        convert_sync_batchnorm(model, plugin)
+
+
 def test_model_without_batch_norm_is_returned_with_a_warning():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="plain")
     with pytest.warns(UserWarning, match="'plain' has no batch-norm layer"):

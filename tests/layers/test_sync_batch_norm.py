@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -555,3 +557,78 @@ def test_reduce_exchange_is_exact_far_from_the_moving_mean():
 def test_unknown_exchange_is_rejected(exchange):
     with pytest.raises(ValueError, match="exchange must be one of"):
         SyncBatchNormalization(exchange=exchange)
+
+
+MOMENTUM = r"a finite number in \[0, 1\]"
+EPSILON = r"a finite number > 0"
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "wanted"),
+    [
+        ("momentum", 2, MOMENTUM),
+        ("momentum", -1, MOMENTUM),
+        ("momentum", 1.0001, MOMENTUM),
+        ("momentum", float("nan"), MOMENTUM),
+        ("momentum", float("inf"), MOMENTUM),
+        ("momentum", "0.9", MOMENTUM),
+        ("momentum", None, MOMENTUM),
+        ("momentum", True, MOMENTUM),
+        ("epsilon", -1, EPSILON),
+        ("epsilon", 0, EPSILON),
+        ("epsilon", 0.0, EPSILON),
+        ("epsilon", float("nan"), EPSILON),
+        ("epsilon", float("inf"), EPSILON),
+        ("epsilon", "1e-3", EPSILON),
+        ("epsilon", [1e-3], EPSILON),
+        ("axis", 1.5, "an integer"),
+        ("axis", "1", "an integer"),
+        ("axis", True, "an integer"),
+    ],
+)
+def test_invalid_settings_rejected_at_construction(argument, value, wanted):
+    # The layer, the argument, the valid range, the value received, then what to do.
+    expected = (
+        rf"^SyncBatchNormalization 'bn': {argument} must be {wanted}\. "
+        rf"Received: {argument}={re.escape(repr(value))}\. (Use|The|It) "
+    )
+    with pytest.raises(ValueError, match=expected):
+        SyncBatchNormalization(name="bn", **{argument: value})
+
+
+@pytest.mark.parametrize(("momentum", "epsilon"), [(0, 1e-12), (1, 1e-3), (0.5, 10.0)])
+def test_boundary_settings_accepted_and_round_trip(momentum, epsilon):
+    layer = SyncBatchNormalization(axis=-3, momentum=momentum, epsilon=epsilon)
+    layer.build((2, 3, 4, 5))
+    config = layer.get_config()
+
+    assert (config["axis"], config["momentum"], config["epsilon"]) == (-3, momentum, epsilon)
+    assert SyncBatchNormalization.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize("axis", [4, 5, -5, -7])
+def test_axis_outside_the_input_rank_rejected_at_build(axis):
+    layer = SyncBatchNormalization(axis=axis, name="bn")
+    with pytest.raises(
+        ValueError, match=rf"'bn': axis={axis} is out of range for an input of rank 4 .*\[-4, 3\]"
+    ):
+        layer.build((2, 3, 4, 5))
+    assert not layer.built
+
+
+def test_axis_outside_the_input_rank_rejected_in_a_model():
+    with pytest.raises(ValueError, match="axis=3 is out of range for an input of rank 3"):
+        keras.Sequential([keras.Input((4, 5)), SyncBatchNormalization(axis=3)])
+
+
+@pytest.mark.parametrize("axis", [-4, -3, -1, 0, 1, 3])
+def test_every_axis_within_the_rank_matches_plain_batch_norm(axis):
+    # Negative axes count from the end, as in Keras: `axis` and `axis % rank`
+    # normalise the same features.
+    x = np.random.default_rng(3).normal(size=(2, 3, 4, 5)).astype("float32")
+    sync = SyncBatchNormalization(axis=axis)
+    plain = keras.layers.BatchNormalization(axis=axis)
+
+    np.testing.assert_allclose(
+        sync(x, training=True).numpy(), plain(x, training=True).numpy(), rtol=1e-6, atol=1e-6
+    )

@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity import losses as tfsim_losses
 from tensorflow_similarity.losses import (
+    XBM,
+    ArcFaceLoss,
     CircleLoss,
+    MetricLoss,
     MultiSimilarityLoss,
     PNLoss,
     SoftNearestNeighborLoss,
@@ -152,3 +156,87 @@ def test_compiled_loss_survives_keras_file(loss_name, tmp_path):
 
     assert type(loaded.loss) is type(loss)
     assert loaded.loss.get_config() == loss.get_config()
+
+
+def _metric_loss_classes():
+    return sorted(
+        (
+            cls
+            for cls in (getattr(tfsim_losses, name) for name in tfsim_losses.__all__)
+            if isinstance(cls, type) and issubclass(cls, MetricLoss) and cls is not MetricLoss
+        ),
+        key=lambda cls: cls.__name__,
+    )
+
+
+# One instance of every metric loss, with its defaults; a loss added to the package
+# without an entry here fails `test_every_metric_loss_is_probed`.
+EVERY_METRIC_LOSS = {
+    "ArcFaceLoss": lambda: ArcFaceLoss(),
+    "CircleLoss": lambda: CircleLoss(),
+    "MultiSimilarityLoss": lambda: MultiSimilarityLoss(),
+    "PNLoss": lambda: PNLoss(),
+    "SoftNearestNeighborLoss": lambda: SoftNearestNeighborLoss(),
+    "SupConLoss": lambda: SupConLoss(),
+    "TripletLoss": lambda: TripletLoss(),
+    "XBM": lambda: XBM(MultiSimilarityLoss(), memory_size=16),
+}
+DISTANCE_LOSSES = {
+    "CircleLoss": CircleLoss,
+    "MultiSimilarityLoss": MultiSimilarityLoss,
+    "PNLoss": PNLoss,
+    "SoftNearestNeighborLoss": SoftNearestNeighborLoss,
+    "TripletLoss": TripletLoss,
+}
+
+
+def _one_bad_row(row, bad, width=5):
+    """8 unit rows, 4 classes x 2 (as `[0, 0, 1, 1, ...]`), row `row` set to `bad`."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(8, width))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x[row] = bad
+    return np.repeat(np.arange(4), 2), x.astype("float32")
+
+
+def test_every_metric_loss_is_probed():
+    assert sorted(EVERY_METRIC_LOSS) == [cls.__name__ for cls in _metric_loss_classes()]
+
+
+@pytest.mark.parametrize("loss_name", sorted(EVERY_METRIC_LOSS))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("row", [0, 5])
+def test_one_non_finite_embedding_gives_a_nan_loss(loss_name, bad, row):
+    # ArcFace takes [n, num_classes] cosines: 4 classes, so a row of width 4.
+    labels, x = _one_bad_row(row, bad, width=4 if loss_name == "ArcFaceLoss" else 5)
+
+    value = EVERY_METRIC_LOSS[loss_name]()(labels, x).numpy()
+
+    assert np.isnan(value), f"{loss_name} returned {value} for a batch with a {bad} row"
+
+
+@pytest.mark.parametrize("loss_name", sorted(DISTANCE_LOSSES))
+@pytest.mark.parametrize(
+    "distance",
+    [
+        "cosine",
+        "sql2",
+        "manhattan",
+        "inner_product",
+        "snr",
+        pytest.param(
+            "l2",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="EuclideanDistance maps a NaN squared distance to 0 "
+                "(`squared > floor` is False for NaN), so the NaN never reaches the loss",
+            ),
+        ),
+    ],
+)
+def test_one_nan_embedding_gives_a_nan_loss_for_every_distance(loss_name, distance):
+    labels, x = _one_bad_row(3, np.nan)
+    loss = DISTANCE_LOSSES[loss_name](distance=distance)
+
+    assert np.isnan(loss(labels, x).numpy())
+    assert np.isnan(XBM(loss, memory_size=16)(labels, x).numpy())
