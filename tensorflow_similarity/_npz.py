@@ -9,7 +9,9 @@ before the caller touches its own state, so a bad file changes nothing.
 Files are untrusted: an array of Python objects is stored pickled, and
 unpickling runs whatever code the file names, so `read_npz` refuses such an
 array unless the caller passes `safe_mode=False`, as
-`keras.saving.load_model` does for `.keras` files.
+`keras.saving.load_model` does for `.keras` files (`refuse_pickled` makes
+the same check alone, from the arrays' headers). `check_finite_rows` refuses
+saved embeddings with NaN or infinite values, which an index never holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+# How many values check_finite_rows scans at once.
+_CHUNK_ELEMENTS = 2**22
 
 
 def write_npz(
@@ -97,12 +102,7 @@ def read_npz(
             with np.load(path, allow_pickle=True) as npz:
                 arrays.update({key: np.array(npz[key]) for key in pickled})
     except _Pickled as err:
-        raise ValueError(
-            f"{owner}: {str(path)!r} holds Python objects (array {err.keys[0]!r}), stored "
-            "pickled; unpickling them runs whatever code the file names, so they are not "
-            "loaded in safe mode. If you trust the file's source, load it with "
-            "safe_mode=False; otherwise rebuild the index from your own data."
-        ) from None
+        raise _pickled_error(path, err.keys[0], owner) from None
     except _WrongFormat as err:
         raise ValueError(
             f"{owner}: {str(path)!r} holds a {err.kind!r} file of format version "
@@ -116,6 +116,77 @@ def read_npz(
             f"{err}). The file is corrupt or truncated; save the index again."
         ) from err
     return arrays
+
+
+def refuse_pickled(path: Path, *, owner: str) -> None:
+    """Raises `read_npz`'s safe-mode error if `path` holds an array stored pickled.
+
+    Only the arrays' headers are read, so nothing is unpickled. A file that
+    is missing or not a readable `.npz` passes: `read_npz` (or a checksum)
+    reports it. A caller that checks a file's content before reading it
+    calls this first, so that a file with pickled data is refused as such
+    in safe mode whatever else is wrong with it.
+
+    Args:
+        path: The file.
+        owner: The class that will read it, for the message.
+
+    Raises:
+        ValueError: If an array of the file is stored pickled.
+    """
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        return
+    try:
+        with npz:
+            pickled = [key for key in npz.files if _holds_objects(npz, key)]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return
+    if pickled:
+        raise _pickled_error(path, pickled[0], owner)
+
+
+def check_finite_rows(rows: np.ndarray, file: Path, *, owner: str) -> None:
+    """Raises unless every row of `rows`, embeddings read from `file`, is finite.
+
+    The rows are scanned a chunk at a time, so a memory-mapped file is never
+    read into memory whole.
+
+    Args:
+        rows: `[n, dim]` embeddings (an array or a `numpy.memmap`).
+        file: The file they were read from, for the message.
+        owner: The class reading them, for the message.
+
+    Raises:
+        ValueError: If a row holds NaN or an infinity.
+    """
+    width = int(np.prod(rows.shape[1:]))
+    chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
+    bad, first = 0, None
+    for start in range(0, len(rows), chunk):
+        block = np.asarray(rows[start : start + chunk]).reshape(-1, width)
+        bad_rows = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if len(bad_rows) and first is None:
+            first = start + int(bad_rows[0])
+        bad += len(bad_rows)
+    if bad:
+        raise ValueError(
+            f"{owner}: {str(file)!r} holds {bad} embeddings with NaN or infinite values (the "
+            f"first is row {first}); an index holds only finite embeddings, so the file is "
+            "corrupt. Save the index again, or re-index the examples."
+        )
+
+
+def _pickled_error(path: Path, key: str, owner: str) -> ValueError:
+    return ValueError(
+        f"{owner}: {str(path)!r} holds Python objects (array {key!r}), stored "
+        "pickled; unpickling them runs whatever code the file names, so they are not "
+        "loaded in safe mode. If you trust the file's source, load it with "
+        "safe_mode=False; otherwise rebuild the index from your own data."
+    )
 
 
 def _holds_objects(npz: np.lib.npyio.NpzFile, key: str) -> bool:

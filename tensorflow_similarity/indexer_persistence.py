@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
+from tensorflow_similarity._npz import refuse_pickled
 from tensorflow_similarity.classification_metrics import make_classification_metric
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.search import SEARCH_NAMES, Search
@@ -15,8 +18,12 @@ from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
 from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
 
 METADATA_FILE = "index_metadata.json"
-# 2: the store is saved as its class and config (1 saved "memory" or nothing).
+# 2: the store is saved as its class and config (1 saved "memory" or nothing). The
+# checksums ("files", "metadata_sha256") were added within version 2: metadata without
+# them still loads (see load).
 FORMAT_VERSION = 2
+# Files are hashed this many bytes at a time.
+_HASH_CHUNK = 2**24
 
 
 class IndexerPersistence:
@@ -34,10 +41,28 @@ class IndexerPersistence:
     elsewhere instead, pass `kv_store=MemmapStore(other_folder)` to `load`.
     Another `Store` subclass is saved as its class name and config; `load`
     needs an instance of it (`kv_store=...`) to read the records into.
+
+    A folder loads whole or not at all. `save` records in the metadata a
+    SHA-256 checksum and the length of every file the search and the store
+    wrote (`"files"`, as their `saved_files` name them), and one of the
+    metadata's own content (`"metadata_sha256"`); `load` verifies them all,
+    then checks that the files agree with each other (see `load`), before
+    it reads anything into an index. A `MemmapStore`'s description
+    (`memmap_store.json`) is checksummed whole and each of its column files
+    up to the end of the saved records: bytes past them (a crashed append)
+    do not count, and records added to an index loaded on the folder change
+    the description, so such a folder loads again only once the index is
+    saved there again (which hashes its files anew).
     """
 
     def save(self, path: str | Path, compression: bool = True) -> None:
-        """Writes the index (metadata, store, search, calibration) to directory `path`.
+        """Writes the index into the directory `path`.
+
+        The store and the search write their files first; the metadata
+        (`index_metadata.json`: the settings, the calibration and the
+        checksums of every file and of itself) is written last, atomically,
+        so a save that did not finish leaves metadata whose checksums refuse
+        the files it did not describe.
 
         Args:
             path: The directory (created if needed).
@@ -70,7 +95,13 @@ class IndexerPersistence:
         }
         self.kv_store.save(path, compression=compression)
         self.search.save(path)
-        (path / METADATA_FILE).write_text(json.dumps(metadata))
+        files: dict[str, int | None] = dict.fromkeys(self.search.saved_files())
+        files.update(self.kv_store.saved_files(path))
+        metadata["files"] = {name: _checksum(path / name, length) for name, length in files.items()}
+        metadata["metadata_sha256"] = _metadata_digest(json.loads(json.dumps(metadata)))
+        partial = path / (METADATA_FILE + ".partial")
+        partial.write_text(json.dumps(metadata))
+        os.replace(partial, path / METADATA_FILE)
 
     @staticmethod
     def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -110,7 +141,25 @@ class IndexerPersistence:
         kv_store: Store | None = None,
         safe_mode: bool = True,
     ) -> Self:
-        """Reads an index `save` wrote.
+        """Reads an index `save` wrote, whole, or refuses it and changes nothing.
+
+        Before any record is read into an index, `load` checks, in order:
+        the metadata (its format version, the distance and size asked for,
+        a `search_config` that builds the saved search class with the
+        index's distance and size); in safe mode, that no `.npz` file holds
+        pickled data; the checksums `save` recorded, of the metadata's
+        content and of each file (a file changed, truncated or missing is
+        refused); then, reading the files, that the search holds finite
+        embeddings, as many as the metadata's `size`, under the store's ids
+        `0` to `size - 1` in order, and that the store holds `size` finite
+        embeddings of `embedding_size`. Every error names the file and what
+        disagrees.
+
+        An index saved before checksums were recorded (its metadata has no
+        `"files"`) still loads, after the same checks less the checksums;
+        such an index cannot tell a file edited consistently from the one
+        saved, and a store given as `kv_store` is checked only once its
+        records are read into it. Save it again to record its checksums.
 
         Args:
             path: The directory `save` wrote.
@@ -132,11 +181,13 @@ class IndexerPersistence:
 
         Raises:
             FileNotFoundError: If `path` holds no saved index.
-            ValueError: If the saved index is corrupt, of another format
-                version, or of another distance or dimension than expected,
-                or `kv_store` is not of the saved store's class, or (in safe
-                mode) holds pickled data; nothing is loaded then.
+            ValueError: If the saved index is corrupt (a check above fails),
+                of another format version, or of another distance or
+                dimension than expected, or `kv_store` is not of the saved
+                store's class, or (in safe mode) holds pickled data; nothing
+                is loaded then.
         """
+        path = Path(path)
         metadata = cls.read_metadata(path)
         saved_distance = distance_canonicalizer(metadata["distance"])
         if distance is not None and distance_canonicalizer(distance).name != saved_distance.name:
@@ -152,14 +203,27 @@ class IndexerPersistence:
                 f"{metadata['embedding_size']}, not {embedding_size}: it was saved from "
                 "another model. Load it into a model of that output size, or re-index."
             )
-        if metadata["search"] not in SEARCH_NAMES:
-            raise ValueError(
-                f"The index in {str(path)!r} was saved with a search of type "
-                f"{metadata['search_config'].get('name', '?')!r}, which Indexer.load cannot "
-                f"rebuild (it rebuilds {tuple(SEARCH_NAMES)}). Re-index with one of those."
-            )
-        search = SEARCH_NAMES[metadata["search"]].from_config(metadata["search_config"])
-        store = _saved_store(Path(path), metadata["kv_store"], kv_store)
+        search = _saved_search(path, metadata)
+        checksums = _recorded_checksums(path, metadata)
+        if checksums is not None:
+            if safe_mode:
+                # Before the checksums, so that pickled data are refused as such.
+                for name in (name for name in checksums if name.endswith(".npz")):
+                    owner = (
+                        type(search).__name__
+                        if name in search.saved_files()
+                        else metadata["kv_store"]["class_name"]
+                    )
+                    refuse_pickled(path / name, owner=owner)
+            _verify_checksums(path, metadata, checksums)
+        store = _saved_store(path, metadata["kv_store"], kv_store)
+        if checksums is not None:
+            for name in [*search.saved_files(), *store.saved_files(path)]:
+                if name not in checksums:
+                    raise _corrupt(
+                        path,
+                        f"{METADATA_FILE} records no checksum of {name}, which the index reads",
+                    )
         index = cls(
             embedding_size=metadata["embedding_size"],
             distance=saved_distance,
@@ -171,14 +235,21 @@ class IndexerPersistence:
         if verbose:
             print(f"Loading an index of {metadata['size']} embeddings from {path}")
         index.search.load(path)
+        _check_search_ids(path, index.search, metadata["size"])
         store.load(path, safe_mode=safe_mode)
         # Set after construction, which empties a given store: the one opened in place
         # holds the saved records.
         index.kv_store_type = index.kv_store = store
         if index.size() != metadata["size"]:
-            raise ValueError(
-                f"The index in {str(path)!r} is corrupt: its metadata says "
-                f"{metadata['size']} embeddings, its store holds {index.size()}. Save it again."
+            raise _corrupt(
+                path,
+                f"its metadata says {metadata['size']} embeddings, its store holds {index.size()}",
+            )
+        if index.size() and store.dim != metadata["embedding_size"]:
+            raise _corrupt(
+                path,
+                f"its metadata says embeddings of size {metadata['embedding_size']}, its "
+                f"store holds embeddings of size {store.dim}",
             )
         index.is_calibrated = bool(metadata["is_calibrated"])
         if index.is_calibrated:
@@ -191,6 +262,147 @@ class IndexerPersistence:
                 k: np.asarray(v) for k, v in metadata["calibration_thresholds"].items()
             }
         return index
+
+
+def _corrupt(path: Path, problem: str) -> ValueError:
+    """The error of a saved index whose files disagree: `problem`, and what to do."""
+    return ValueError(
+        f"The index in {str(path)!r} is corrupt: {problem}. Nothing was loaded. Restore the "
+        "folder from a whole copy, or index the examples again and save them."
+    )
+
+
+def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
+    """A new, empty search of the saved class and config, checked against the metadata."""
+    name, config = metadata["search"], metadata["search_config"]
+    if name not in SEARCH_NAMES:
+        kind = config.get("name", "?") if isinstance(config, dict) else "?"
+        raise ValueError(
+            f"The index in {str(path)!r} was saved with a search of type {kind!r}, which "
+            f"Indexer.load cannot rebuild (it rebuilds {tuple(SEARCH_NAMES)}). Re-index with "
+            "one of those."
+        )
+    search_class = SEARCH_NAMES[name]
+    if not isinstance(config, dict):
+        raise _corrupt(path, f"its {METADATA_FILE} search_config is not a dict: {config!r}")
+    for key, field in (("distance", "distance"), ("dim", "embedding_size")):
+        if config.get(key) != metadata[field]:
+            raise _corrupt(
+                path,
+                f"its {METADATA_FILE} search_config has {key}={config.get(key)!r} but the index "
+                f"has {field} {metadata[field]!r}",
+            )
+    try:
+        return search_class.from_config(config)
+    except (TypeError, ValueError) as error:
+        raise _corrupt(
+            path,
+            f"its {METADATA_FILE} says 'search' is {name!r} but its search_config is not a "
+            f"{search_class.__name__}'s ({error})",
+        ) from None
+
+
+def _recorded_checksums(path: Path, metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The `"files"` checksums of the metadata, or `None` for an index saved without them."""
+    files, digest = metadata.get("files"), metadata.get("metadata_sha256")
+    if files is None and digest is None:
+        return None
+    if not isinstance(files, dict) or not isinstance(digest, str):
+        raise _corrupt(
+            path,
+            f"its {METADATA_FILE} holds 'files' {type(files).__name__} and 'metadata_sha256' "
+            f"{type(digest).__name__}: checksums are recorded as both, a dict and a string",
+        )
+    return files
+
+
+def _verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]) -> None:
+    """Raises unless the metadata's content and every file in `files` are as saved."""
+    if _metadata_digest(metadata) != metadata["metadata_sha256"]:
+        raise _corrupt(
+            path,
+            f"{METADATA_FILE} changed after the index was saved (the SHA-256 of its content "
+            "differs from the metadata_sha256 it records)",
+        )
+    appended = any(isinstance(entry, dict) and entry.get("appendable") for entry in files.values())
+    for name, entry in files.items():
+        if Path(name).name != name or name == METADATA_FILE:
+            raise _corrupt(path, f"its {METADATA_FILE} records a checksum of {name!r}")
+        try:
+            digest, length, appendable = entry["sha256"], int(entry["bytes"]), entry["appendable"]
+        except (KeyError, TypeError, ValueError):
+            raise _corrupt(
+                path, f"its {METADATA_FILE} records {name}'s checksum as {entry!r}"
+            ) from None
+        file = path / name
+        if not file.is_file():
+            raise _corrupt(path, f"{name} is missing (the index was saved with it)")
+        size = file.stat().st_size
+        if size < length or (size > length and not appendable):
+            raise _corrupt(
+                path,
+                f"{name} holds {size} bytes but was saved with {length}: it was "
+                f"{'truncated or ' * (size < length)}rewritten after the index was saved",
+            )
+        if _sha256(file, length) != digest:
+            hint = (
+                "; records added to an index loaded from this folder are written into it, "
+                "so save that index here again to keep the folder whole"
+                if appended
+                else ""
+            )
+            raise _corrupt(
+                path,
+                f"{name} changed after the index was saved (its SHA-256 differs from the one "
+                f"{METADATA_FILE} records){hint}",
+            )
+
+
+def _check_search_ids(path: Path, search: Search, size: int) -> None:
+    """Raises unless `search` holds `size` embeddings under the store's ids 0 to size - 1."""
+    saved = search.saved_files()
+    file = saved[0] if saved else type(search).__name__
+    if search.size() != size:
+        raise _corrupt(
+            path,
+            f"{file} holds {search.size()} embeddings but {METADATA_FILE} says the index "
+            f"holds {size}",
+        )
+    ids = search.ids()
+    wrong = np.flatnonzero(ids != np.arange(size))
+    if len(wrong):
+        row = int(wrong[0])
+        raise _corrupt(
+            path,
+            f"{file} gives its row {row} the id {int(ids[row])}, but an index's search holds "
+            f"the ids of the store's records, 0 to {size - 1} in order",
+        )
+
+
+def _checksum(file: Path, length: int | None) -> dict[str, Any]:
+    """The checksum entry of `file`: of all of it, or of its first `length` bytes."""
+    size = file.stat().st_size if length is None else length
+    return {"sha256": _sha256(file, size), "bytes": size, "appendable": length is not None}
+
+
+def _sha256(file: Path, length: int) -> str:
+    """The hex SHA-256 of the first `length` bytes of `file`, read a chunk at a time."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        remaining = length
+        while remaining:
+            block = handle.read(min(remaining, _HASH_CHUNK))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+    return digest.hexdigest()
+
+
+def _metadata_digest(metadata: dict[str, Any]) -> str:
+    """The hex SHA-256 of the metadata's content but its own digest, as sorted JSON."""
+    content = {k: v for k, v in metadata.items() if k != "metadata_sha256"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def _saved_store(path: Path, saved: dict[str, Any], given: Store | None) -> Store:

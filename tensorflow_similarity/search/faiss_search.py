@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from tensorflow_similarity._growing_array import GrowingArray
-from tensorflow_similarity._npz import read_npz, write_npz
+from tensorflow_similarity._npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity._validation import check_choice, check_int
 from tensorflow_similarity.distances import (
     CosineDistance,
@@ -210,6 +210,15 @@ class FaissSearch(Search):
             "ef_search": self.ef_search,
         }
 
+    def ids(self) -> np.ndarray:
+        """The ids of the embeddings, in the order they were added (a read-only view)."""
+        view = self._idxs_buffer.view()
+        view.flags.writeable = False
+        return view
+
+    def saved_files(self) -> list[str]:
+        return [FILE_NAME]
+
     def _add(self, embeddings: np.ndarray, idxs: np.ndarray) -> None:
         prepared = self._prepare(embeddings)
         if not self._index.is_trained:
@@ -271,11 +280,20 @@ class FaissSearch(Search):
                 f"{owner}: the faiss index in {str(path / FILE_NAME)!r} is corrupt ({err}). "
                 "Save the index again."
             ) from err
-        if index.ntotal != len(arrays["idxs"]) or index.d != self.dim:
+        idxs = arrays["idxs"]
+        consistent = (
+            idxs.ndim == 1
+            and np.issubdtype(idxs.dtype, np.integer)
+            and index.ntotal == len(idxs)
+            and index.d == self.dim
+        )
+        if not consistent:
             raise ValueError(
                 f"{owner}: {str(path / FILE_NAME)!r} is inconsistent ({index.ntotal} embeddings "
-                f"of size {index.d}, {len(arrays['idxs'])} ids). Save the index again."
+                f"of size {index.d}, ids {idxs.shape} {idxs.dtype}). Save the index again."
             )
+        for vectors in self._stored_vectors(index):
+            check_finite_rows(vectors, path / FILE_NAME, owner=owner)
         self._index = index
         self._configure(index)
         self._idxs_buffer.replace(arrays["idxs"].astype(np.int64))
@@ -302,6 +320,23 @@ class FaissSearch(Search):
             )
         self._configure(index)
         return index
+
+    def _stored_vectors(self, index: Any) -> list[np.ndarray]:
+        """What a faiss index computes distances from: its embeddings (flat, hnsw) or centroids.
+
+        The embeddings are a view of faiss' own buffer, not a copy. ivfpq
+        keeps only codes, which cannot be NaN; its coarse centroids and its
+        product quantiser's codebook are what decoding them reads.
+        """
+        if self.algo != "ivfpq":
+            flat = index if self.algo == "flat" else self._faiss.downcast_index(index.storage)
+            rows = self._faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d)
+            return [rows.reshape(flat.ntotal, flat.d)]
+        ivf = self._faiss.downcast_index(self._faiss.extract_index_ivf(index))
+        return [
+            ivf.quantizer.reconstruct_n(0, ivf.quantizer.ntotal),
+            self._faiss.vector_to_array(ivf.pq.centroids).reshape(-1, ivf.pq.dsub),
+        ]
 
     def _configure(self, index: Any) -> None:
         """Applies the query-time settings, which faiss does not always serialise."""

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity._growing_array import GrowingArray
-from tensorflow_similarity._npz import read_npz, write_npz
+from tensorflow_similarity._npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.distances import (
     CosineDistance,
@@ -94,6 +94,15 @@ class LinearSearch(Search):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "max_chunk_elements": self.max_chunk_elements}
+
+    def ids(self) -> np.ndarray:
+        """The ids of the embeddings, in the order they were added (a read-only view)."""
+        view = self._idxs_buffer.view()
+        view.flags.writeable = False
+        return view
+
+    def saved_files(self) -> list[str]:
+        return [FILE_NAME]
 
     def _add(self, embeddings: np.ndarray, idxs: np.ndarray) -> None:
         if isinstance(self.distance, CosineDistance):
@@ -179,12 +188,19 @@ class LinearSearch(Search):
         )
         self._check_saved_config(json.loads(str(arrays["config"])), path)
         embeddings, idxs = arrays["embeddings"], arrays["idxs"]
-        if embeddings.shape != (len(idxs), self.dim) or embeddings.dtype != np.float32:
+        consistent = (
+            idxs.ndim == 1
+            and np.issubdtype(idxs.dtype, np.integer)
+            and embeddings.shape == (len(idxs), self.dim)
+            and embeddings.dtype == np.float32
+        )
+        if not consistent:
             raise ValueError(
                 f"{type(self).__name__}: {str(path / FILE_NAME)!r} is inconsistent "
-                f"(embeddings {embeddings.shape} {embeddings.dtype}, {len(idxs)} idxs). "
-                "Save the index again."
+                f"(embeddings {embeddings.shape} {embeddings.dtype}, idxs {idxs.shape} "
+                f"{idxs.dtype}). Save the index again."
             )
+        check_finite_rows(embeddings, path / FILE_NAME, owner=type(self).__name__)
         self.reset()
         if len(idxs):
             # The saved rows are already normalised for cosine; normalising again is a no-op

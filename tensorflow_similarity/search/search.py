@@ -157,6 +157,15 @@ class Search(abc.ABC):
         """
         self._load(Path(path))
 
+    def saved_files(self) -> list[str]:
+        """The names of the files `save` writes into its folder.
+
+        `Indexer.save` records a checksum of each and `Indexer.load` verifies
+        them before reading anything. Defaults to none; a subclass that
+        saves files names them.
+        """
+        return []
+
     def __len__(self) -> int:
         return self.size()
 

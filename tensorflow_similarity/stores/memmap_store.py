@@ -11,6 +11,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tensorflow_similarity._npz import check_finite_rows
 from tensorflow_similarity.stores.store import Store
 
 FORMAT_VERSION = 1
@@ -134,6 +135,25 @@ class MemmapStore(Store):
             data,
         )
 
+    def saved_files(self, path: Path | str) -> dict[str, int | None]:
+        """The store's files in the folder `path`: its description whole, its columns' records.
+
+        A column file may hold bytes past its records (a batch whose append
+        crashed, cut by the next append), and grows when records are added
+        to a store opened on the folder: only the bytes of the records
+        `memmap_store.json` counts are the saved content.
+
+        Raises:
+            ValueError: If `path` holds no readable store.
+        """
+        path = Path(path)
+        meta = _read_meta(path, type(self).__name__)
+        files: dict[str, int | None] = {META_NAME: None}
+        if meta["count"]:
+            for column, row_bytes in _row_bytes(meta).items():
+                files[f"{column}.bin"] = meta["count"] * row_bytes
+        return files
+
     def _save(self, path: Path, compression: bool) -> None:
         path.mkdir(parents=True, exist_ok=True)
         if path.resolve() == self.path.resolve():
@@ -153,6 +173,11 @@ class MemmapStore(Store):
                 "given to save()."
             )
         meta = _read_meta(path, owner)
+        if meta["count"]:
+            embeddings = path / "embeddings.bin"
+            rows = np.memmap(embeddings, np.float32, "r", shape=(meta["count"], meta["dim"]))
+            check_finite_rows(rows, embeddings, owner=owner)
+            del rows
         if path.resolve() == self.path.resolve():
             self._meta, self._maps = meta, None
             return
@@ -242,11 +267,12 @@ def _read_meta(path: Path, owner: str) -> dict[str, Any]:
             f"{owner}: {str(path)!r} holds a {kind!r} store of format version {version}; this "
             f"version reads {owner!r} stores of format version {FORMAT_VERSION}."
         )
-    row_bytes = {
-        "embeddings": 4 * (dim or 0),
-        "labels": 8,
-        "has_label": 1,
-    }
+    valid_dim = (dim is None and count == 0) or (type(dim) is int and dim >= 1)
+    if count < 0 or not valid_dim:
+        raise ValueError(
+            f"{owner}: {str(path / META_NAME)!r} describes {count} records of dim {dim!r}, "
+            "which no store holds. The store is corrupt."
+        )
     if spec is not None:
         try:
             dtype = np.dtype(spec["dtype"])
@@ -260,7 +286,7 @@ def _read_meta(path: Path, owner: str) -> dict[str, Any]:
                 f"{owner}: {str(path / META_NAME)!r} describes data that are not numeric rows "
                 f"({found}). The store is corrupt."
             )
-        row_bytes["data"] = dtype.itemsize * int(np.prod(shape))
+    row_bytes = _row_bytes({"dim": dim, "data": spec})
     for column, size in row_bytes.items():
         file = path / f"{column}.bin"
         found = file.stat().st_size if file.exists() else 0
@@ -270,3 +296,12 @@ def _read_meta(path: Path, owner: str) -> dict[str, Any]:
                 f"{count * size}. The store is corrupt or truncated."
             )
     return {"dim": dim, "count": count, "data": spec}
+
+
+def _row_bytes(meta: dict[str, Any]) -> dict[str, int]:
+    """The bytes one record takes in each column file of a store described by checked `meta`."""
+    row_bytes = {"embeddings": 4 * (meta["dim"] or 0), "labels": 8, "has_label": 1}
+    spec = meta["data"]
+    if spec is not None:
+        row_bytes["data"] = np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
+    return row_bytes

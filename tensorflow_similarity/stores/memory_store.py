@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 from tensorflow_similarity._growing_array import GrowingArray
-from tensorflow_similarity._npz import read_npz, write_npz
+from tensorflow_similarity._npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity.stores.store import Store
 
 FORMAT_VERSION = 1
@@ -88,6 +88,10 @@ class MemoryStore(Store):
             [self._data[i] for i in idxs],
         )
 
+    def saved_files(self, path: Path | str) -> dict[str, int | None]:
+        del path
+        return {FILE_NAME: None}
+
     def _save(self, path: Path, compression: bool) -> None:
         dim = self.dim or 0
         embeddings = self._embeddings.view() if self._embeddings else np.zeros((0, dim))
@@ -138,10 +142,13 @@ class MemoryStore(Store):
             data_list = None
             problem = str(err)
         else:
-            problem = "its arrays disagree on the number of records"
+            problem = (
+                "its arrays disagree on the number of records, or its embeddings are not numbers"
+            )
         consistent = (
             data_list is not None
             and embeddings.ndim == 2
+            and embeddings.dtype.kind in "iuf"
             and len(embeddings) == count
             and labels.ndim == 1
             and has_label.shape == (count,)
@@ -151,6 +158,7 @@ class MemoryStore(Store):
                 f"{type(self).__name__}: {str(file)!r} is inconsistent ({problem}). Save the "
                 "store again."
             )
+        check_finite_rows(embeddings, file, owner=type(self).__name__)
         self.reset()
         if count:
             self._add(embeddings.astype(np.float32), labels, has_label.astype(bool), data_list)

@@ -172,6 +172,22 @@ class Store(abc.ABC):
         self._load(Path(path), bool(safe_mode))
         return self.size()
 
+    def saved_files(self, path: Path | str) -> dict[str, int | None]:
+        """The files `save(path)` wrote into the folder `path`.
+
+        `Indexer.save` records a checksum of each and `Indexer.load` verifies
+        them before reading anything. A name maps to `None` when the whole
+        file is saved content, or to how many of its first bytes are, for a
+        file that is appended in place (a `MemmapStore`'s columns) and may
+        grow past them without changing the saved records. Defaults to none;
+        a subclass that saves files names them.
+
+        Args:
+            path: The folder given to `save`.
+        """
+        del path
+        return {}
+
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "verbose": self.verbose}
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
 import pytest
 
+from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.search import FaissSearch, LinearSearch
 from tests.search.references import knn_loop
 
@@ -117,3 +119,28 @@ def test_config_round_trip():
     assert config["algo"] == "hnsw" and config["ef_search"] == 40
     assert config["distance"] == "inner_product"
     assert FaissSearch.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize("algo", ["flat", "hnsw"])
+def test_load_refuses_nan_embeddings_and_changes_nothing(tmp_path, algo):
+    faiss = pytest.importorskip("faiss")
+    saved = FaissSearch("l2", dim=4, algo=algo)
+    saved.batch_add(np.ones((3, 4)), [0, 1, 2])
+    saved.save(tmp_path)
+    # The file a search holding NaN rows would write (Search.batch_add refuses them).
+    rows = np.ones((3, 4), np.float32)
+    rows[2] = np.nan
+    index = faiss.IndexFlatL2(4) if algo == "flat" else faiss.IndexHNSWFlat(4, 48)
+    index.add(rows)
+    arrays = {
+        "config": np.array(json.dumps(saved.get_config())),
+        "index": faiss.serialize_index(index),
+        "idxs": np.arange(3),
+    }
+    write_npz(tmp_path / "faiss_search.npz", arrays, kind="FaissSearch", format_version=1)
+    target = FaissSearch("l2", dim=4, algo=algo)
+    target.batch_add(np.zeros((2, 4)), [7, 8])
+    with pytest.raises(ValueError, match="faiss_search.npz' holds 1 embeddings with NaN"):
+        target.load(tmp_path)
+    assert target.ids().tolist() == [7, 8] and target.size() == 2
+    assert target.saved_files() == ["faiss_search.npz"]

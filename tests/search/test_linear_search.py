@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.search import LinearSearch
 from tests.search.references import REFERENCES, knn_loop
 
@@ -136,3 +137,47 @@ def test_an_add_converts_only_its_own_rows(monkeypatch):
     assert converted == [(1, 4), (1, 1)] * 5
     idxs, _ = search.lookup(np.array([5.0, 5.0, 5.0, 5.0]), k=1)
     assert search.size() == 1005 and idxs.tolist() == [1004]
+
+
+def _saved_with(tmp_path, change):
+    """Saves a 6-row search and rewrites its file's arrays with `change`."""
+    search = LinearSearch("l2", dim=3)
+    search.batch_add(np.arange(18, dtype=np.float32).reshape(6, 3), list(range(6)))
+    search.save(tmp_path)
+    with np.load(tmp_path / "linear_search.npz") as npz:
+        arrays = {key: npz[key] for key in ("config", "embeddings", "idxs")}
+    write_npz(tmp_path / "linear_search.npz", change(arrays), kind="LinearSearch", format_version=1)
+
+
+def _with_nan_rows(arrays):
+    embeddings = arrays["embeddings"].copy()
+    embeddings[[1, 4]] = [np.nan, np.inf, 0.0]
+    return {**arrays, "embeddings": embeddings}
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (_with_nan_rows, "holds 2 embeddings with NaN or infinite values .*first is row 1"),
+        (lambda arrays: {**arrays, "idxs": arrays["idxs"].astype(np.float64)}, "inconsistent"),
+    ],
+    ids=["nan-rows", "float-ids"],
+)
+def test_load_refuses_a_file_no_search_could_have_saved_and_changes_nothing(
+    tmp_path, change, match
+):
+    _saved_with(tmp_path, change)
+    target = LinearSearch("l2", dim=3)
+    target.batch_add(np.ones((2, 3)), [7, 8])
+    with pytest.raises(ValueError, match=match):
+        target.load(tmp_path)
+    assert target.ids().tolist() == [7, 8]
+    assert target.lookup(np.ones(3), k=1)[0] in (7, 8)
+
+
+def test_ids_and_saved_files():
+    search = LinearSearch("l2", dim=2)
+    search.batch_add(np.ones((3, 2)), [4, 2, 9])
+    ids = search.ids()
+    assert ids.tolist() == [4, 2, 9] and not ids.flags.writeable
+    assert search.saved_files() == ["linear_search.npz"]

@@ -125,3 +125,46 @@ def test_config_rebuilds_the_store_on_its_folder(tmp_path):
     rebuilt = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(store))
     assert type(rebuilt) is MemmapStore and rebuilt.size() == 3
     assert rebuilt.get_config() == {"name": "memmap", "verbose": 0, "path": str(tmp_path)}
+
+
+def test_saved_files_cover_the_records_and_not_the_bytes_past_them(tmp_path):
+    embeddings, labels, images = _records()
+    store = MemmapStore(tmp_path)
+    assert store.saved_files(tmp_path) == {"memmap_store.json": None}
+    store.batch_add(embeddings, labels, images)
+    with open(tmp_path / "labels.bin", "ab") as handle:  # a crashed append's bytes
+        handle.write(b"\x00" * 5)
+    assert store.saved_files(tmp_path) == {
+        "memmap_store.json": None,
+        "embeddings.bin": 6 * 4 * 4,
+        "labels.bin": 6 * 8,
+        "has_label.bin": 6,
+        "data.bin": 6 * 3 * 2,
+    }
+
+
+def test_load_refuses_nan_embeddings_and_changes_nothing(tmp_path):
+    embeddings, labels, _ = _records()
+    MemmapStore(tmp_path / "saved").batch_add(embeddings, labels)
+    rows = np.memmap(tmp_path / "saved" / "embeddings.bin", np.float32, "r+", shape=(6, 4))
+    rows[3, 1] = np.inf
+    rows.flush()
+    del rows
+    target = MemmapStore(tmp_path / "target")
+    target.batch_add(np.ones((2, 3)), [7, 8])
+    with pytest.raises(ValueError, match="holds 1 embeddings with NaN or infinite .* row 3"):
+        target.load(tmp_path / "saved")
+    assert target.size() == 2 and MemmapStore(tmp_path / "target").batch_get([0, 1])[1] == [7, 8]
+    in_place = MemmapStore(tmp_path / "saved")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        in_place.load(tmp_path / "saved")
+
+
+@pytest.mark.parametrize("meta", [{"count": 2, "dim": None}, {"count": -1}, {"dim": "4"}])
+def test_a_description_of_impossible_records_is_refused(tmp_path, meta):
+    embeddings, labels, _ = _records()
+    MemmapStore(tmp_path).batch_add(embeddings, labels)
+    saved = json.loads((tmp_path / "memmap_store.json").read_text())
+    (tmp_path / "memmap_store.json").write_text(json.dumps({**saved, **meta}))
+    with pytest.raises(ValueError, match="which no store holds"):
+        MemmapStore(tmp_path)

@@ -198,3 +198,26 @@ def test_keras_serialisation():
     store = MemoryStore(name="mine")
     rebuilt = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(store))
     assert type(rebuilt) is MemoryStore and rebuilt.get_config() == {"name": "mine", "verbose": 0}
+
+
+def test_load_refuses_nan_embeddings_and_changes_nothing(tmp_path):
+    embeddings = np.ones((3, 2), np.float32)
+    embeddings[1, 0] = np.nan
+    write_npz(
+        tmp_path / "memory_store.npz",
+        {
+            "embeddings": embeddings,
+            "labels": np.array([0, 1, 2]),
+            "has_label": np.ones(3, bool),
+            "data_kind": np.array("none"),
+            "data": np.zeros(0),
+        },
+        kind="MemoryStore",
+        format_version=1,
+    )
+    target = MemoryStore()
+    target.batch_add(np.ones((2, 6)), labels=[7, 8])
+    with pytest.raises(ValueError, match="holds 1 embeddings with NaN or infinite .* row 1"):
+        target.load(tmp_path)
+    assert target.size() == 2 and target.batch_get([0, 1])[1] == [7, 8]
+    assert target.saved_files(tmp_path) == {"memory_store.npz": None}
