@@ -19,7 +19,8 @@ class EuclideanDistance(Distance):
     Its gradient is finite everywhere: where the squared distance (computed
     as `|q|^2 - 2 q.k + |k|^2`, clipped at 0) is below `1e-18`, identical rows
     included, the value is 0 with a zero gradient, where a plain `sqrt` would
-    give NaN.
+    give NaN. A NaN input gives NaN distances (never 0), so that a loss over
+    them is NaN rather than finite with NaN gradients.
 
     Args:
         name: Canonical name. Defaults to `"euclidean"`.
@@ -38,7 +39,9 @@ class EuclideanDistance(Distance):
 
     def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
         squared = squared_euclidean(query, key)
-        positive = squared > _SQRT_FLOOR
+        # Written as "not <=" so that a NaN squared distance counts as positive and
+        # reaches the result (and the loss) as NaN, where "> floor" would zero it.
+        positive = tf.logical_not(squared <= _SQRT_FLOOR)
         # The inner where keeps sqrt away from 0 so that its gradient is finite
         # in the branch the outer where discards.
         safe = tf.where(positive, squared, tf.ones_like(squared))

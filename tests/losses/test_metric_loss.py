@@ -224,14 +224,7 @@ def test_one_non_finite_embedding_gives_a_nan_loss(loss_name, bad, row):
         "manhattan",
         "inner_product",
         "snr",
-        pytest.param(
-            "l2",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="EuclideanDistance maps a NaN squared distance to 0 "
-                "(`squared > floor` is False for NaN), so the NaN never reaches the loss",
-            ),
-        ),
+        "l2",
     ],
 )
 def test_one_nan_embedding_gives_a_nan_loss_for_every_distance(loss_name, distance):
