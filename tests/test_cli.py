@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import _tfsim_start
 from tensorflow_similarity.augmenters import simsiam_augmenter
+from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.data import load_data
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
@@ -122,6 +123,7 @@ def test_help_documents_every_option_with_its_default(tmp_path):
         "--seed",
         "--output",
         "--resume",
+        "--overwrite",
         "--limit",
         "--verbose",
         "--deterministic",
@@ -300,6 +302,8 @@ def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
     assert {"epoch_loss", "epoch_knn_accuracy", "epoch_knn_accuracy_augmented"} <= tags
     assert "epoch_proj_std" in tags
     assert not (output / "backup").exists()  # removed once training finished
+    # Every file is one `--overwrite` knows to delete.
+    assert {p.name for p in output.iterdir()} <= set(run_folder.RUN_FILES)
 
     model = keras.saving.load_model(output / "model.keras")
     assert model.algorithm == "simsiam"

@@ -1,4 +1,4 @@
-"""`cli.fitting.replica_batches`: global batches split over the replicas as `fit` splits them."""
+"""`cli.fitting`: global batches split over the replicas as `fit` splits them; divergence."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.cli.fitting import parallel_batches, replica_batches
+from tensorflow_similarity.cli.errors import TrainingDiverged
+from tensorflow_similarity.cli.fitting import StopOnNonFinite, parallel_batches, replica_batches
 from tests.distributed import mirrored_strategy
 
 
@@ -64,3 +65,46 @@ def test_what_cannot_be_split_evenly_is_left_to_fit():
     assert replica_batches(dataset, tf.distribute.get_strategy()) is dataset
     unequal = tf.data.Dataset.from_tensors((tf.zeros([4, 2]), tf.zeros([2])))
     assert replica_batches(unequal, mirrored_strategy(2)) is unequal
+
+
+def test_training_stops_at_the_first_non_finite_loss():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(1e30), "mse")
+    seen = []
+    after = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: seen.append(b))
+    with pytest.raises(TrainingDiverged) as diverged:
+        model.fit(
+            _global_batches(8),
+            epochs=3,
+            steps_per_epoch=3,
+            callbacks=[StopOnNonFinite(3, 1e30), after],
+            verbose=0,
+        )
+    error = diverged.value
+    assert error.what in ("the loss became nan", "the loss became inf")
+    assert (error.epoch, error.steps, error.learning_rate) == (1, 3, 1e30)
+    assert error.epochs_done == error.epoch - 1
+    assert str(error) == f"{error.what} at epoch {error.epoch}, step {error.step} of 3"
+    # The callbacks after it never saw the step that diverged.
+    assert len(seen) == (error.epoch - 1) * 3 + error.step - 1
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_non_finite_weight_stops_training_at_the_epochs_end(replicas):
+    # Moving batch-norm statistics can overflow while the loss, of batch statistics, is finite.
+    with mirrored_strategy(replicas).scope():
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.BatchNormalization(name="bn")], name="net"
+        )
+    stop = StopOnNonFinite(5, 0.1)
+    stop.set_model(model)
+    stop.on_epoch_begin(1)
+    stop.on_epoch_end(1, {"loss": 0.5})  # all finite: nothing happens
+    model.get_layer("bn").moving_variance.assign(tf.fill([3], float("inf")))
+    with pytest.raises(TrainingDiverged) as diverged:
+        stop.on_epoch_end(1, {"loss": 0.5})
+    assert str(diverged.value) == (
+        "1 weight became nan or infinite (net/bn/moving_variance) at the end of epoch 2"
+    )
+    assert diverged.value.epochs_done == 1

@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.augmenters import simsiam_augmenter
-from tensorflow_similarity.cli import main
+from tensorflow_similarity.cli import main, run_folder
 from tensorflow_similarity.cli.fitting import inference_function
 from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
@@ -36,6 +36,7 @@ from tests.stores.test_memory_store import _Payload
 from tests.test_cli import (
     history,
 )
+from tests.test_cli_run_folder import InterruptAtTrainBegin
 
 LIMIT = 160
 # One quick in-process run: 160 digits (about 75 training images of the 6 seen classes).
@@ -116,6 +117,10 @@ def test_each_algorithm_trains_and_writes_its_outputs(runs, algorithm):
     assert list((output / "logs" / "train").glob("events.out.tfevents.*"))
     assert (output / "model.index").is_dir()
     assert not (output / "backup").exists()
+    # Every file is one `--overwrite` knows to delete, and the model and index are recorded.
+    assert {p.name for p in output.iterdir()} <= set(run_folder.RUN_FILES)
+    recorded = json.loads((output / "run.json").read_text())["finished"]["sha256"]
+    assert "model.keras" in recorded and "model.index/index_metadata.json" in recorded
     recorded = history(output)
     assert [r["epoch"] for r in recorded["epochs"]] == [1]
     assert np.isfinite(recorded["epochs"][0]["loss"])
@@ -342,7 +347,19 @@ def test_lookup_json_and_text_match_a_numpy_nearest_neighbour_search(runs, tmp_p
             assert int(fields[1]) in {y for y, d in loop if abs(d - distance) <= 1e-5}
 
 
-def _lookup_errors(tmp_path: Path, finished: Path) -> dict[str, tuple[list[str], str]]:
+def _mixed(tmp_path: Path, finished: Path, other: Path, name: str) -> Path:
+    """A copy of `finished` with `name` (a file or folder) taken from the run in `other`."""
+    mixed = tmp_path / f"with_other_{name}"
+    shutil.copytree(finished, mixed)
+    if (other / name).is_dir():
+        shutil.rmtree(mixed / name)
+        shutil.copytree(other / name, mixed / name)
+    else:
+        shutil.copy(other / name, mixed / name)
+    return mixed
+
+
+def _lookup_errors(tmp_path: Path, finished: Path, other: Path) -> dict[str, tuple[list[str], str]]:
     image = write_query_images(tmp_path / "queries", count=1)[0]
     ssl = tmp_path / "ssl"
     ssl.mkdir()
@@ -363,6 +380,18 @@ def _lookup_errors(tmp_path: Path, finished: Path) -> dict[str, tuple[list[str],
         "no run": (["--output", str(tmp_path / "empty"), good], "no run.json"),
         "no model": (["--output", str(unfinished), good], "has no model.keras"),
         "no index": (["--output", str(no_index), good], "but no index"),
+        "model of another run": (
+            ["--output", str(_mixed(tmp_path, finished, other, "model.keras")), good],
+            "model.keras is not what its run wrote",
+        ),
+        "index of another run": (
+            ["--output", str(_mixed(tmp_path, finished, other, "model.index")), good],
+            "model.index/ is not what its run wrote",
+        ),
+        "run.json of another run": (
+            ["--output", str(_mixed(tmp_path, finished, other, "run.json")), good],
+            "model.keras, model.index/ are not what its run wrote",
+        ),
         "missing image": (
             ["--output", str(finished), str(tmp_path / "nope.png")],
             "does not exist",
@@ -388,6 +417,9 @@ LOOKUP_ERRORS = [
     "no run",
     "no model",
     "no index",
+    "model of another run",
+    "index of another run",
+    "run.json of another run",
     "missing image",
     "unreadable image",
     "folder without images",
@@ -398,7 +430,8 @@ LOOKUP_ERRORS = [
 
 @pytest.mark.parametrize("case", LOOKUP_ERRORS)
 def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
-    args, message = _lookup_errors(tmp_path, runs("multisimilarity")[0])[case]
+    args, message = _lookup_errors(tmp_path, runs("multisimilarity")[0], runs("arcface")[0])[case]
+    capsys.readouterr()  # the runs' own output, when this test made them
     status = main(["lookup", *args])
     captured = capsys.readouterr()
     assert status == 2, captured.err
@@ -417,6 +450,7 @@ def test_lookup_never_unpickles_an_index_file(runs, tmp_path, capsys):
     data = np.empty(len(arrays["labels"]), dtype=object)
     data[:] = [_Payload(marker)] * len(data)
     write_npz(store, {**arrays, "data": data}, kind="MemoryStore", format_version=1)
+    run_folder.finish(shared)  # whoever crafted the store recorded it in run.json too
     image = write_query_images(tmp_path / "queries", count=1)[0]
     capsys.readouterr()
 
@@ -425,6 +459,60 @@ def test_lookup_never_unpickles_an_index_file(runs, tmp_path, capsys):
     assert status == 2 and captured.out == ""
     assert "Python objects" in captured.err and "--no-safe-mode" in captured.err
     assert not marker.exists()
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_finished_run_is_not_overwritten_by_a_second_run(runs, tmp_path, capsys):
+    output = tmp_path / "out"
+    shutil.copytree(runs("multisimilarity")[0], output)
+    before = _snapshot(output)
+    capsys.readouterr()
+    status = run_main("--algorithm", "multisimilarity", *IN_PROCESS, "--output", str(output))
+    error = capsys.readouterr().err
+    assert status == 2, error
+    assert error.startswith(f"tfsim: error: --output {str(output)!r} holds a run (")
+    assert "that finished (model.keras written)" in error
+    assert "Give another --output, or --overwrite to delete that run's files first." in error
+    assert _snapshot(output) == before
+
+
+def test_overwrite_deletes_the_old_run_before_the_new_one_starts(runs, tmp_path, capsys):
+    output = tmp_path / "out"
+    shutil.copytree(runs("multisimilarity")[0], output)
+    (output / "notes.txt").write_text("not tfsim's")
+    options = ["--algorithm", "multisimilarity", *IN_PROCESS, "--output", str(output)]
+    capsys.readouterr()
+    # The second run is killed before its first epoch ends.
+    status = main(["train", *options, "--overwrite"], callbacks=[InterruptAtTrainBegin()])
+    error = capsys.readouterr().err
+    assert status == 130, error
+    assert "tfsim: interrupted before completing an epoch" in error
+    assert f"tfsim train --output {output} --resume" in error
+    # Nothing of the old run is left to be taken for the new one's: model, index, plots, logs.
+    assert sorted(p.name for p in output.iterdir()) == ["notes.txt", "run.json"]
+    image = write_query_images(tmp_path / "queries", count=1)[0]
+    assert main(["lookup", "--output", str(output), str(image)]) == 2
+    error = capsys.readouterr().err
+    assert "has no model.keras: its run stopped before completing an epoch" in error
+    assert f"Finish it with: tfsim train --output {output} --resume" in error
+    # --resume starts it again, with its options, from the first epoch.
+    restart = InterruptAtTrainBegin()
+    assert (
+        main(
+            ["train", "--output", str(output), "--resume", "--no-deterministic"],
+            callbacks=[restart],
+        )
+        == 130
+    )
+    assert restart.started == 1 and restart.model.optimizer.iterations.numpy() == 0
+    assert "tfsim: interrupted before completing an epoch" in capsys.readouterr().err
 
 
 def test_inference_function_matches_predict_across_chunks_and_replicas():

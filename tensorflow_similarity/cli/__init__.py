@@ -35,7 +35,8 @@ What `train` writes to `--output` (default `tfsim-output`):
 * `history.json`: per-epoch loss, the job's figures (collapse monitors and
   both kNN accuracies, or retrieval figures), seconds and images per second, and the
   figures before training.
-* `run.json`: the options of the run (what `--resume` continues).
+* `run.json`: the options of the run (what `--resume` continues); once it
+  finished, the SHA-256 of its model.keras and index, which `lookup` checks.
 * `summary.json`: the table printed at the end.
 * `logs/`: TensorBoard logs (`tensorboard --logdir OUTPUT/logs`).
 * Plots: `loss.png`, `embeddings.png` (a 2-D PCA of the test embeddings
@@ -45,22 +46,28 @@ What `train` writes to `--output` (default `tfsim-output`):
 * `backup/`: the last completed epoch while training runs (deleted at the
   end); `--resume` continues from it after an interruption.
 
+A folder holds one run: a new run in a folder that holds one is refused
+unless `--overwrite` deletes that run's files first (the names above, never
+anything else; see `run_folder`).
+
 A seeded run is reproducible on the same machine (`--deterministic`, on by
 default), and a run interrupted and resumed ends with the weights of the
 uninterrupted one. Bad input (an unknown algorithm, a missing data folder, an
 unreadable image, a batch smaller than the replicas, an option of the other
-job, ...) ends with `tfsim: error: ...` and exit status 2 before any model is
-built; Ctrl-C or SIGTERM ends with exit status 130 and keeps what was
-written. TensorFlow's C++ log is hidden unless `TF_CPP_MIN_LOG_LEVEL` is set
-or `--verbose` is given.
+job, a folder holding another run, ...) ends with `tfsim: error: ...` and exit
+status 2 before any model is built; Ctrl-C or SIGTERM ends with exit status
+130 and keeps what was written; a non-finite loss or weight stops training
+with exit status 3 and no model.keras. TensorFlow's C++ log is hidden unless
+`TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
 
 Modules: `parser` (options and their checks; the supervised job's and
-lookup's in `supervised_options`, the error in `errors`), `devices`
-(replicas and strategy), `training` (the self-supervised run: model, views,
-backup, `fit`), `report` (its history, TensorBoard, summary table, plots),
-`supervised` (the supervised run), `retrieval` (its figures),
-`supervised_report` (its summary table and plots), `lookup`, `command`
-(`main`).
+lookup's in `supervised_options`, the errors and their exit statuses in
+`errors`), `devices` (replicas and strategy), `training` (the
+self-supervised run: model, views, backup, `fit`), `report` (its history,
+TensorBoard, summary table, plots), `supervised` (the supervised run),
+`retrieval` (its figures), `supervised_report` (its summary table and
+plots), `lookup`, `run_folder` (one run per `--output`; the interruption
+and divergence messages), `command` (`main`).
 """
 
 from tensorflow_similarity.cli.command import main

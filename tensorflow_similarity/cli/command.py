@@ -7,13 +7,16 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 
-from tensorflow_similarity.cli import devices, lookup, supervised
+from tensorflow_similarity.cli import devices, lookup, run_folder, supervised
+from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.errors import TrainingDiverged
 from tensorflow_similarity.cli.parser import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -26,7 +29,7 @@ from tensorflow_similarity.cli.parser import (
     resumed_options,
 )
 from tensorflow_similarity.cli.training import train
-from tensorflow_similarity.data import check_data_spec, load_data
+from tensorflow_similarity.data import ImageData, check_data_spec, load_data
 
 
 def main(
@@ -48,7 +51,8 @@ def main(
             end). Defaults to none.
 
     Returns:
-        The exit status: 0 on success, 2 for bad input, 130 when interrupted.
+        The exit status: 0 on success, 2 for bad input, 3 when training
+        diverged (a non-finite loss or weight), 130 when interrupted.
 
     Example:
 
@@ -130,6 +134,9 @@ def _run(
     if args.command == "lookup":
         return lookup.run(args)
     output = Path(args.output).expanduser()
+    run_folder.check_new_run(
+        output, args.resume, args.overwrite, devices.is_chief_process(args.strategy)
+    )
     if args.resume:
         args = resumed_options(args, explicit, output)
     args = resolve_defaults(args, explicit)
@@ -148,10 +155,45 @@ def _run(
         raise UsageError(str(error)) from None
     if args.algorithm in SUPERVISED_ALGORITHMS:
         supervised.check_data(args, data)
-        return supervised.train(args, plan, data, output, callbacks)
+        return _start(supervised.train, args, plan, data, output, callbacks)
     if len(data.y_train) < args.batch_size:
         raise UsageError(
             f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} training "
             "images; use a smaller batch or more data."
         )
-    return train(args, plan, data, output, callbacks)
+    _warn_single_class(data)
+    return _start(train, args, plan, data, output, callbacks)
+
+
+def _start(
+    job: Callable[..., int],
+    args: argparse.Namespace,
+    plan: DevicePlan,
+    data: ImageData,
+    output: Path,
+    callbacks: Sequence[keras.callbacks.Callback],
+) -> int:
+    """Runs `job` once every check has passed; with `--overwrite`, deletes the old run first."""
+    chief = devices.is_chief_process(args.strategy)
+    if args.overwrite:
+        run_folder.clear(output if chief else output / f"worker-{devices.task_index()}")
+    try:
+        return job(args, plan, data, output, callbacks)
+    except TrainingDiverged as error:
+        return run_folder.report_divergence(output, error, chief)
+
+
+def _warn_single_class(data: ImageData) -> None:
+    """Warns on stderr that kNN accuracy means nothing when the training images are one class."""
+    classes = np.unique(data.y_train)
+    if len(classes) != 1:
+        return
+    print(
+        f"tfsim: warning: the training images of {data.source} are all of one class "
+        f"({data.class_names[int(classes[0])]}): every neighbour is of that class, so the kNN "
+        "accuracy reads 1.000 before and after training and says nothing about the "
+        "embeddings (the loss still does). Give a folder with one sub-folder of images per "
+        "class to measure it.",
+        file=sys.stderr,
+        flush=True,
+    )

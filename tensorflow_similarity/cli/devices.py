@@ -145,6 +145,24 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     )
 
 
+def is_chief_process(strategy: str) -> bool:
+    """Whether this process writes the run's outputs, from `--strategy` and `TF_CONFIG`.
+
+    `is_chief` before the strategy exists: the `chief` task, or worker 0 of a
+    cluster without one; every process outside `--strategy multi-worker`.
+    """
+    if strategy != "multi-worker":
+        return True
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError):
+        return True
+    return task_type == "chief" or (
+        task_type == "worker" and index == 0 and not config.get("cluster", {}).get("chief")
+    )
+
+
 def task_index() -> int:
     """This worker's index in `TF_CONFIG`, 0 outside a cluster."""
     try:

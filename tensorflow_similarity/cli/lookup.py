@@ -3,8 +3,9 @@
 The images are read as the training job read its data folder (RGB, resized
 to the run's `--image-size` from run.json, scaled to `[0, 1]`), so any size
 and PNG/JPEG/GIF/BMP file is accepted. Everything that can be checked
-without the model (the run's folder, its index's size against `--k`, every
-image) is checked before the model is loaded.
+without the model (the run's folder, that its model.keras and index are the
+ones its run.json recorded, its index's size against `--k`, every image) is
+checked before the model is loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.cli.parser import SUPERVISED_ALGORITHMS, UsageError
 from tensorflow_similarity.data import IMAGE_EXTENSIONS, read_image
 from tensorflow_similarity.indexer import Indexer
@@ -54,13 +56,20 @@ def image_paths(arguments: list[str]) -> list[Path]:
 
 
 def _run_settings(output: Path) -> dict[str, Any]:
-    """Returns the run.json of a finished supervised run in `output`, or raises `UsageError`."""
+    """Returns the run.json of a finished supervised run in `output`, or raises `UsageError`.
+
+    The run's model.keras and index must be those its run.json recorded
+    when it finished (`run_folder.check_model_belongs`).
+    """
     train_it = f"train one with: tfsim train --algorithm multisimilarity --output {output}"
     run_file = output / "run.json"
     if not output.is_dir():
         raise UsageError(f"--output {str(output)!r} is not a folder; {train_it}.")
     if not run_file.is_file():
         raise UsageError(f"{str(output)!r} holds no tfsim run (no run.json); {train_it}.")
+    state, words = run_folder.describe(output)
+    if state == "unreadable":
+        raise UsageError(f"{str(output)!r}: its run {words}; {train_it} --overwrite.")
     run = json.loads(run_file.read_text())
     algorithm = run.get("options", {}).get("algorithm")
     if algorithm not in SUPERVISED_ALGORITHMS:
@@ -68,17 +77,22 @@ def _run_settings(output: Path) -> dict[str, Any]:
             f"{str(output)!r} holds a self-supervised run ({algorithm}): its ContrastiveModel "
             f"has no index to look images up in. Lookup needs a supervised run; {train_it}-sup."
         )
+    retrain = f"tfsim train --algorithm {algorithm} --output {output} --overwrite"
     if not (output / "model.keras").is_file():
-        raise UsageError(
-            f"{str(output)!r} has no model.keras: its run has not finished. Finish it with: "
-            f"tfsim train --output {output} --resume"
-        )
+        if state in ("interrupted", "no epoch"):
+            remedy = f"Finish it with: tfsim train --output {output} --resume"
+        elif state == "diverged":
+            remedy = f"Train it again with a lower --learning-rate: {retrain}"
+        else:
+            remedy = f"Train it again: {retrain}"
+        raise UsageError(f"{str(output)!r} has no model.keras: its run {words}. {remedy}")
     if not index_path(output / "model.keras").is_dir():
         raise UsageError(
             f"{str(output)!r} has model.keras but no index "
             f"({index_path(output / 'model.keras').name}/); train the run again to write it: "
-            f"tfsim train --algorithm {algorithm} --output {output}"
+            f"{retrain}"
         )
+    run_folder.check_model_belongs(output, run, retrain)
     return run
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
 from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.cli.run_folder import check_resumable
 from tensorflow_similarity.cli.supervised_options import (
     SUPERVISED_ALGORITHMS,
     SUPERVISED_DEFAULTS,
@@ -232,14 +233,23 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "--output",
         default=default("tfsim-output"),
         metavar="DIR",
-        help="folder for the model, history, TensorBoard logs and plots (created if needed)",
+        help="folder for the model, history, TensorBoard logs and plots (created if needed). "
+        "A folder that holds a run is refused unless --resume or --overwrite is given",
     )
     train.add_argument(
         "--resume",
         action="store_true",
         default=default(False),
-        help="continue the interrupted run in --output from its last completed epoch, "
-        "with the options it was started with",
+        help="continue the interrupted run in --output from its last completed epoch (or "
+        "from the start if it completed none), with the options it was started with",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=default(False),
+        help="delete the run in --output before training: the files and folders a run writes "
+        "(model.keras, model.index/, run.json, history.json, summary.json, logs/, backup/, "
+        "the plots), and nothing else",
     )
     train.add_argument(
         "--verbose",
@@ -315,18 +325,8 @@ def resumed_options(
         UsageError: If there is nothing to resume, or an explicit option
             contradicts the saved one.
     """
+    check_resumable(output)
     run_file = output / "run.json"
-    if not (output / "backup").is_dir() or not run_file.is_file():
-        if (output / "model.keras").is_file():
-            reason = "its run finished (no backup left)"
-        elif run_file.is_file():
-            reason = "its run stopped before completing an epoch (no backup)"
-        else:
-            reason = "no run was started there (no run.json)"
-        raise UsageError(
-            f"nothing to resume in {str(output)!r}: {reason}. Run without --resume to start "
-            "a new run."
-        )
     saved = json.loads(run_file.read_text())["options"]
     for key in RUN_OPTIONS:
         if key in explicit and explicit[key] != saved.get(key):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -166,17 +165,6 @@ def write_run_file(output: Path, args: argparse.Namespace, plan: DevicePlan, **e
             "devices": plan.as_dict(),
             **extra,
         },
-    )
-
-
-def print_interrupted(output: Path, epochs_done: int) -> None:
-    """Tells on stderr what an interrupted run kept and how to continue it."""
-    print(
-        f"\ntfsim: interrupted after {epochs_done} completed epoch{'s' * (epochs_done != 1)}; "
-        f"what was written is kept in {str(output)!r}. Continue with: "
-        f"tfsim train --output {output} --resume",
-        file=sys.stderr,
-        flush=True,
     )
 
 

@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
-from tensorflow_similarity.cli import report, supervised_report
+from tensorflow_similarity.cli import report, run_folder, supervised_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.fitting import (
     EpochBackup,
@@ -363,10 +363,11 @@ def train(
                 data,
                 args.train_classes,
             )
+            run_folder.finish(output)
         # Last: an interruption before this point can still be resumed.
         shutil.rmtree(backup.backup_dir, ignore_errors=True)
     except KeyboardInterrupt:
-        report.print_interrupted(output, backup.epochs_saved)
+        run_folder.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
     if chief:
         print(supervised_report.table(summary))

@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
-from tensorflow_similarity.cli import report
+from tensorflow_similarity.cli import report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.fitting import (
     EpochBackup,
@@ -260,10 +260,11 @@ def train(
                 data.class_names,
                 knn_augmented_before=knn_augmented_before,
             )
+            run_folder.finish(output)
         # Last: an interruption before this point can still be resumed.
         shutil.rmtree(backup.backup_dir, ignore_errors=True)
     except KeyboardInterrupt:
-        report.print_interrupted(output, backup.epochs_saved)
+        run_folder.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
     if chief:
         print(report.table(summary))
