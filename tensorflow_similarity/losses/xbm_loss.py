@@ -58,9 +58,12 @@ class XBM(MetricLoss):
             integer.
         warmup_steps: Number of first calls that use and fill no memory.
             Defaults to `0`.
-        name: Name of the loss. Defaults to `"XBM"`.
         reduction: See `MetricLoss`.
+        name: Name of the loss. Defaults to `None`, which names it `"XBM"`.
         dtype: See `MetricLoss`; also the dtype of the stored embeddings.
+
+    The positional order is 0.17's: `XBM(loss, memory_size, warmup_steps,
+    reduction, name)`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -88,8 +91,8 @@ class XBM(MetricLoss):
         loss: MetricLoss | dict,
         memory_size: int,
         warmup_steps: int = 0,
-        name: str = "XBM",
         reduction: str | None = "sum_over_batch_size",
+        name: str | None = None,
         dtype: Any = None,
     ) -> None:
         owner = type(self).__name__
@@ -106,7 +109,12 @@ class XBM(MetricLoss):
         self.loss = loss
         self.memory_size = check_int("memory_size", memory_size, minimum=1, owner=owner)
         self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0, owner=owner)
-        super().__init__(distance=loss.distance, name=name, reduction=reduction, dtype=dtype)
+        super().__init__(
+            distance=loss.distance,
+            name="XBM" if name is None else name,
+            reduction=reduction,
+            dtype=dtype,
+        )
         # Updated with the same global batch on every replica: taking the first
         # replica's value keeps the copies identical at the cost of no reduction.
         variable = {"trainable": False, "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA}
@@ -137,8 +145,12 @@ class XBM(MetricLoss):
             )
         return super().__call__(y_true, y_pred, sample_weight)
 
-    def call(self, labels: tf.Tensor, embeddings: tf.Tensor) -> tf.Tensor:
-        """Returns the `[n]` terms of the (global) batch's anchors against batch and memory."""
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms of the (global) batch's anchors against batch and memory.
+
+        `y_true` are the batch's labels, `y_pred` its embeddings (0.17's names).
+        """
+        labels, embeddings = y_true, y_pred
         size = self.memory_size
         n = tf.shape(labels, out_type=tf.int64)[0]
         in_use = self.steps >= self.warmup_steps

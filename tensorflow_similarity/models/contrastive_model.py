@@ -9,8 +9,12 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity import losses
+from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.search import Search
+from tensorflow_similarity.stores import Store
 
 ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg")
 
@@ -50,8 +54,16 @@ class ContrastiveModel(IndexMixin, keras.Model):
       uses global-batch statistics.
 
     The backbone's representations can be indexed and searched as a
-    `SimilarityModel`'s embeddings (`create_index`, `index`, `lookup`,
-    `calibrate`, `match`, ...: see `IndexMixin`).
+    `SimilarityModel`'s embeddings (`compile` or `create_index`, `index`,
+    `lookup`, `calibrate`, `match`, ...: see `IndexMixin`); `save` writes the
+    index beside the model file, and `load_index` reads it back.
+
+    The model is built as soon as its sub-models are (Functional models, such
+    as `create_contrastive_model` and the architectures make, are built when
+    made), so `save` and `keras.callbacks.ModelCheckpoint` write its weights
+    and optimizer state, and a loaded model resumes training where it
+    stopped. Sub-models built only by their first call make the model built
+    at the end of `fit`.
 
     Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
     the per-dimension standard deviation of the L2-normalised outputs, averaged
@@ -141,6 +153,22 @@ class ContrastiveModel(IndexMixin, keras.Model):
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.proj_std_tracker = keras.metrics.Mean(name="proj_std")
         self.pred_std_tracker = keras.metrics.Mean(name="pred_std") if predictor else None
+        self._index_settings: dict[str, Any] | None = None
+        # Last: building locks the model's state (Keras adds no layer or variable after).
+        self._build_when_ready()
+
+    def _build_when_ready(self) -> None:
+        """Marks the model built once its sub-models are, so that saving keeps its state.
+
+        The training step calls the sub-models, never `call`, so Keras itself
+        would leave the model unbuilt: saved without a build config, it would
+        load with no optimizer variables and drop the optimizer's state.
+        """
+        sub_models = [self.backbone, self.projector, self.predictor]
+        if self.built or not all(m.built for m in sub_models if m is not None):
+            return
+        inputs = getattr(self.backbone, "inputs", None)
+        self.build(tuple(inputs[0].shape) if inputs else None)
 
     @property
     def metrics(self) -> list[keras.metrics.Metric]:
@@ -149,39 +177,138 @@ class ContrastiveModel(IndexMixin, keras.Model):
             trackers.append(self.pred_std_tracker)
         return trackers
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=None, mask=None):
+        """Returns the backbone's representations of `inputs` (see `predict`)."""
+        del mask
         if self._is_stacked_pair(inputs):
             inputs = inputs[:, 0]
         return self.backbone(inputs, training=training)
 
-    def compile(self, optimizer: Any = "rmsprop", loss: Any = None, **kwargs: Any) -> None:
-        """`keras.Model.compile`, with `loss` the loss of the two views' outputs.
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        metrics: Any = None,
+        loss_weights: Any = None,
+        weighted_metrics: Any = None,
+        run_eagerly: bool = False,
+        steps_per_execution: int = 1,
+        distance: Distance | str = "cosine",
+        kv_store: Store | str = "memory",
+        search: Search | str = "linear",
+        evaluator: Evaluator | str = "memory",
+        stat_buffer_size: int = 1000,
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.compile`, with `loss` the loss of the two views' outputs, and the index.
 
         The loss is called by this model's own training step, as
         `loss(target, prediction)` on the outputs of the two views (see
         `train_step`), never by Keras' compiled-loss machinery, which calls a
         compiled loss with `y_true=None` while it builds it and has no labels
-        to give it here. `None` (default) uses the algorithm's loss.
+        to give it here. As in 0.17, `compile` also creates the (empty) index
+        of the backbone's representations, with `create_index`'s arguments,
+        when the backbone outputs `[batch, dim]` vectors.
 
         Args:
             optimizer: As for `keras.Model.compile`.
             loss: A loss of two views, such as `SimCLRLoss(temperature=0.5)`,
-                or `None` for the algorithm's default.
-            **kwargs: Other `keras.Model.compile` arguments (`metrics`, ...).
+                or `None` (default) for the algorithm's.
+            metrics: As for `keras.Model.compile`.
+            loss_weights: As for `keras.Model.compile`.
+            weighted_metrics: As for `keras.Model.compile`.
+            run_eagerly: As for `keras.Model.compile`. Defaults to `False`.
+            steps_per_execution: As for `keras.Model.compile`. Defaults to 1.
+            distance: The index's `Distance` or its name. Defaults to
+                `"cosine"`.
+            kv_store: `"memory"` or a `Store`. Defaults to `"memory"`.
+            search: `"linear"` or a `Search`. Defaults to `"linear"`.
+            evaluator: `"memory"` or an `Evaluator`. Defaults to `"memory"`.
+            stat_buffer_size: Lookup timings kept for `index_summary`.
+                Defaults to 1000.
+            **kwargs: Other `keras.Model.compile` arguments.
+
+        Raises:
+            ValueError: For a bad index argument (checked before Keras
+                compiles), or what `keras.Model.compile` raises.
         """
-        super().compile(optimizer=optimizer, **kwargs)
+        outputs = getattr(self.backbone, "outputs", None)
+        if outputs and len(outputs[0].shape) == 2:
+            self.create_index(distance, search, kv_store, evaluator, stat_buffer_size)
+        else:
+            # A feature-map backbone still trains; its index API says why it cannot index.
+            self._ix = None
+        super().compile(
+            optimizer=optimizer,
+            metrics=metrics,
+            loss_weights=loss_weights,
+            weighted_metrics=weighted_metrics,
+            run_eagerly=run_eagerly,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
         self.loss = loss
+        self._index_settings = {
+            "distance": self._ix.distance if self._ix is not None else distance,
+            "search": search,
+            "kv_store": kv_store,
+            "evaluator": evaluator if isinstance(evaluator, str) else "memory",
+            "stat_buffer_size": stat_buffer_size,
+        }
+
+    def create_index(
+        self,
+        distance: Distance | str = "cosine",
+        search: Search | str = "linear",
+        kv_store: Store | str = "memory",
+        evaluator: Evaluator | str = "memory",
+        stat_buffer_size: int = 1000,
+        *,
+        embedding_output: int | None = None,
+    ) -> None:
+        """Creates the (empty) index of the backbone's representations, in 0.17's order.
+
+        Args:
+            distance: A `Distance` or its name. Defaults to `"cosine"`.
+            search: `"linear"` or a `Search` instance. Defaults to `"linear"`.
+            kv_store: `"memory"` or a `Store` instance. Defaults to `"memory"`.
+            evaluator: `"memory"` or an `Evaluator`. Defaults to `"memory"`.
+            stat_buffer_size: Lookup timings kept for `index_summary`.
+                Defaults to 1000.
+            embedding_output: Must be `None`: the backbone has one output.
+
+        Raises:
+            ValueError: For an unknown component, or a backbone whose output
+                is not `[batch, dim]`.
+        """
+        super().create_index(
+            distance=distance,
+            search=search,
+            kv_store=kv_store,
+            evaluator=evaluator,
+            embedding_output=embedding_output,
+            stat_buffer_size=stat_buffer_size,
+        )
 
     def get_compile_config(self) -> dict[str, Any]:
-        """Keras' compile config with this model's loss (see `compile`)."""
+        """Keras' compile config with this model's loss (see `compile`) and index settings."""
         config = super().get_compile_config()
         if config:
             config["loss"] = keras.saving.serialize_keras_object(self.loss)
+            if self._index_settings is not None:
+                config["index"] = {
+                    key: value
+                    if isinstance(value, (str, int, type(None)))
+                    else keras.saving.serialize_keras_object(value)
+                    for key, value in self._index_settings.items()
+                }
         return config
 
     def compile_from_config(self, config: dict[str, Any]) -> None:
         """Compiles the model from `get_compile_config()`'s output, as loading does."""
-        self.compile(**keras.saving.deserialize_keras_object(config))
+        config = keras.saving.deserialize_keras_object(config)
+        index_settings = config.pop("index", None) or {}
+        self.compile(**config, **index_settings)
         if self.built:
             # As Keras does: the optimizer's variables exist before the weights are loaded.
             self.optimizer.build(self.trainable_variables)
@@ -195,11 +322,46 @@ class ContrastiveModel(IndexMixin, keras.Model):
         values (keras-team/keras#20585), while a single tensor works under
         every strategy. The views are unpacked again in `train_step`.
         """
-        return super().fit(_pack_pairs(x), *args, **kwargs)
+        self._build_when_ready()
+        history = super().fit(_pack_pairs(x), *args, **kwargs)
+        self._build_when_ready()
+        return history
 
     def evaluate(self, x=None, *args, **kwargs):
         """`keras.Model.evaluate`, with view pairs packed as in `fit`."""
         return super().evaluate(_pack_pairs(x), *args, **kwargs)
+
+    def predict(
+        self,
+        x: Any,
+        batch_size: int | None = None,
+        verbose: int | str = 0,
+        steps: int | None = None,
+        callbacks: Any = None,
+        max_queue_size: int = 10,
+        workers: int = 1,
+        use_multiprocessing: bool = False,
+    ) -> Any:
+        """The backbone's representations of `x` (`keras.Model.predict`), silent by default.
+
+        Returns what `call` returns, the backbone's output (0.17 returned the
+        L2-normalised projector output: `embed(x, output="projector")`).
+
+        Args:
+            x: Images (array, tensor or dataset).
+            batch_size: As for `keras.Model.predict`.
+            verbose: As for `keras.Model.predict`. Defaults to 0, as in 0.17.
+            steps: As for `keras.Model.predict`.
+            callbacks: As for `keras.Model.predict`.
+            max_queue_size: Accepted for 0.17's signature; Keras 3 takes the
+                loading settings on a `keras.utils.PyDataset`.
+            workers: Likewise.
+            use_multiprocessing: Likewise.
+        """
+        del max_queue_size, workers, use_multiprocessing
+        return super().predict(
+            x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+        )
 
     def embed(self, images, output: str = "backbone", batch_size: int = 256):
         """Returns NumPy embeddings of `images`.

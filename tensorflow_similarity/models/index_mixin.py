@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,8 @@ class IndexMixin(IndexLookupMixin):
 
     Indexing, lookups, the index's bookkeeping and persistence come from
     `IndexLookupMixin`; this class adds what uses the neighbours' labels:
-    `evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`.
+    `evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`,
+    and `save`, which writes the model and, beside it, its index.
 
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
@@ -49,6 +51,63 @@ class IndexMixin(IndexLookupMixin):
             makes (Keras' default of 32 makes many small distributed steps).
             Defaults to 256.
     """
+
+    # Saving the model with its index.
+
+    def save(
+        self,
+        filepath: str | Path,
+        save_index: bool = True,
+        compression: bool = True,
+        overwrite: bool = True,
+        include_optimizer: bool = True,
+        save_format: str | None = None,
+        signatures: Any = None,
+        options: Any = None,
+        save_traces: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.save`, and the index beside the file (see `index_path`).
+
+        The arguments are 0.17's, in its order. Keras 3 writes `.keras` files
+        (configs and weights, optimizer state included); the SavedModel-only
+        arguments of 0.17 are accepted at their defaults, and `model.export`
+        writes a SavedModel.
+
+        Args:
+            filepath: A `.keras` file.
+            save_index: Also save the index, if the model has one (from
+                `compile` or `create_index`). Defaults to `True`.
+            compression: Compress the index's data. Defaults to `True`.
+            overwrite: As for `keras.Model.save`. Defaults to `True`.
+            include_optimizer: As for `keras.Model.save` (Keras 3 reads it
+                for `.h5` files; a `.keras` file always holds the optimizer).
+                Defaults to `True`.
+            save_format: As for `keras.Model.save` (deprecated in Keras 3).
+                Defaults to `None`.
+            signatures: SavedModel only: must be `None` (see `model.export`).
+            options: SavedModel only: must be `None` (see `model.export`).
+            save_traces: Accepted for 0.17's signature: a `.keras` file holds
+                configs, never traced functions. Defaults to `True`.
+            **kwargs: Other `keras.Model.save` arguments (`zipped`).
+
+        Raises:
+            ValueError: If `signatures` or `options` is given (before anything
+                is written), or what `keras.Model.save` raises.
+        """
+        del save_traces
+        for name, value in (("signatures", signatures), ("options", options)):
+            if value is not None:
+                raise ValueError(
+                    f"{type(self).__name__}.save: {name}= configures a TensorFlow SavedModel, "
+                    "which Keras 3's save does not write. Save a .keras file without it, "
+                    "or write a SavedModel with model.export(path)."
+                )
+        if save_format is not None:
+            kwargs["save_format"] = save_format
+        super().save(filepath, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs)
+        if save_index and self._ix is not None:
+            self.save_index(filepath, compression=compression)
 
     # Evaluation, calibration and matching.
 

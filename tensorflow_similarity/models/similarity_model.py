@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import keras
@@ -65,7 +64,7 @@ class SimilarityModel(IndexMixin, keras.Model):
         weighted_metrics: Any = None,
         run_eagerly: bool = False,
         steps_per_execution: int = 1,
-        distance: Distance | str = "cosine",
+        distance: Distance | str = "auto",
         embedding_output: int | None = None,
         kv_store: Store | str = "memory",
         search: Search | str = "linear",
@@ -84,8 +83,10 @@ class SimilarityModel(IndexMixin, keras.Model):
             weighted_metrics: As for `keras.Model.compile`.
             run_eagerly: As for `keras.Model.compile`. Defaults to `False`.
             steps_per_execution: As for `keras.Model.compile`. Defaults to 1.
-            distance: The index's `Distance` or its name; `"auto"` takes the
-                loss's `distance` (0.17's default). Defaults to `"cosine"`.
+            distance: The index's `Distance` or its name. `"auto"` (the
+                default, as in 0.17) takes the `distance` of the loss (of the
+                embedding output's loss when `loss` is a list or dict), and
+                cosine when the loss has none (`None`, a Keras loss).
             embedding_output: Which output holds the embeddings (multi-output
                 models). Defaults to `None` (output 0).
             kv_store: `"memory"` or a `Store`. Defaults to `"memory"`.
@@ -100,7 +101,7 @@ class SimilarityModel(IndexMixin, keras.Model):
                 whose output is not `[batch, dim]` embeddings compiles
                 without an index; its index API raises.
         """
-        distance = canonical_distance(distance, loss)
+        distance = canonical_distance(self._auto_distance(distance, loss, embedding_output), loss)
         if len(self._embedding_output(embedding_output).shape) == 2:
             self.create_index(
                 distance=distance,
@@ -153,27 +154,20 @@ class SimilarityModel(IndexMixin, keras.Model):
             # As Keras does: the optimizer's variables exist before the weights are loaded.
             self.optimizer.build(self.trainable_variables)
 
-    def save(
-        self,
-        filepath: str | Path,
-        overwrite: bool = True,
-        save_index: bool = True,
-        compression: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        """`keras.Model.save`, and the index beside the file (see `index_path`).
-
-        Args:
-            filepath: A `.keras` file.
-            overwrite: As for `keras.Model.save`. Defaults to `True`.
-            save_index: Also save the index, if the model has one (from
-                `compile` or `create_index`). Defaults to `True`.
-            compression: Compress the index's data. Defaults to `True`.
-            **kwargs: Other `keras.Model.save` arguments.
-        """
-        super().save(filepath, overwrite=overwrite, **kwargs)
-        if save_index and self._ix is not None:
-            self.save_index(filepath, compression=compression)
+    def _auto_distance(
+        self, distance: Distance | str, loss: Any, embedding_output: int | None
+    ) -> Distance | str:
+        """`distance`, with `"auto"` replaced by the embedding loss's distance or `"cosine"`."""
+        if not (isinstance(distance, str) and distance == "auto"):
+            return distance
+        position = embedding_output or 0
+        if isinstance(loss, (list, tuple)):
+            loss = loss[position] if position < len(loss) else None
+        elif isinstance(loss, dict):
+            names = list(self.output_names)
+            loss = loss.get(names[position]) if position < len(names) else None
+        found = getattr(loss, "distance", None)
+        return "cosine" if found is None else found
 
     # IndexMixin hooks.
 

@@ -96,8 +96,8 @@ class FaissSearch(Search):
         ef_search: hnsw: candidate list size while searching (faiss'
             `efSearch`; a lookup of `k` neighbours uses `max(ef_search, k)`).
             Defaults to 512.
+        verbose: Verbosity (see `Search`). Defaults to 0.
         name: The index's name. Defaults to `"faiss"`.
-        verbose: Verbosity. Defaults to 0.
 
     Raises:
         ImportError: If faiss is not installed.
@@ -128,10 +128,10 @@ class FaissSearch(Search):
         hnsw_m: int = 48,
         ef_construction: int = 200,
         ef_search: int = 512,
-        name: str | None = None,
         verbose: int = 0,
+        name: str | None = None,
     ) -> None:
-        super().__init__(distance=distance, dim=dim, name=name, verbose=verbose)
+        super().__init__(distance=distance, dim=dim, verbose=verbose, name=name)
         owner = type(self).__name__
         self.algo = check_choice(
             "algo",

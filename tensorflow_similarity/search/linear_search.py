@@ -51,8 +51,8 @@ class LinearSearch(Search):
         dim: The size of the embeddings.
         max_chunk_elements: The most query-by-embedding distances computed at
             once. Defaults to `2**25` (128 MiB of float32).
+        verbose: Verbosity (see `Search`). Defaults to 0.
         name: The index's name. Defaults to `"linear"`.
-        verbose: Verbosity. Defaults to 0.
 
     Example:
 
@@ -72,10 +72,10 @@ class LinearSearch(Search):
         distance: Distance | str = "cosine",
         dim: int = 0,
         max_chunk_elements: int = 2**25,
-        name: str | None = None,
         verbose: int = 0,
+        name: str | None = None,
     ) -> None:
-        super().__init__(distance=distance, dim=dim, name=name, verbose=verbose)
+        super().__init__(distance=distance, dim=dim, verbose=verbose, name=name)
         self.max_chunk_elements = check_int(
             "max_chunk_elements", max_chunk_elements, minimum=1, owner=type(self).__name__
         )

@@ -34,8 +34,13 @@ class Search(abc.ABC):
     Args:
         distance: A `Distance` or its name (see `distance_canonicalizer`).
         dim: The size of the embeddings.
+        verbose: Verbosity, 0 or 1: the default of `add` and `batch_add`'s
+            own `verbose`. Defaults to 0.
         name: The index's name. Defaults to the subclass's.
-        verbose: Verbosity, 0 or 1. Defaults to 0.
+
+    The positional order is 0.17's: `(distance, dim, verbose, name)`;
+    subclasses put their own arguments between `dim` and `verbose`, as 0.17's
+    `NMSLibSearch` did.
 
     Raises:
         ValueError: If `distance` is unknown or `dim` is not a positive
@@ -48,8 +53,8 @@ class Search(abc.ABC):
         self,
         distance: Distance | str = "cosine",
         dim: int = 0,
-        name: str | None = None,
         verbose: int = 0,
+        name: str | None = None,
     ) -> None:
         owner = type(self).__name__
         self.distance: Distance = distance_canonicalizer(distance)
@@ -61,37 +66,59 @@ class Search(abc.ABC):
 
     # Verbs, checked here.
 
-    def add(self, embedding: Any, idx: int, **kwargs: Any) -> None:
+    def add(self, embedding: Any, idx: int, verbose: int | None = None, **kwargs: Any) -> None:
         """Adds one embedding under the id `idx`.
 
         Args:
             embedding: A `[dim]` embedding.
             idx: Its id (the store's record id), returned by lookups.
-            **kwargs: Ignored; accepted for 0.17's `verbose=...`.
+            verbose: Print a line naming the index and what was added if 1
+                (0.17 printed its index build's progress). `None` (default)
+                takes the index's `verbose`, 0 unless set at construction.
+            **kwargs: Ignored: accepted for 0.17's `build=` (of its
+                `NMSLibSearch`; every search here answers right after an add).
 
         Raises:
-            ValueError: If `embedding` is not of shape `[dim]` and finite, or
-                `idx` is not an integer.
+            ValueError: If `embedding` is not of shape `[dim]` and finite,
+                `idx` is not an integer, or `verbose` not a non-negative one.
         """
         embedding = self._embeddings(embedding, single=True, what="embedding")
-        self.batch_add(embedding, [idx])
+        self.batch_add(embedding, [idx], verbose=verbose)
 
-    def batch_add(self, embeddings: Any, idxs: Sequence[int], **kwargs: Any) -> None:
+    def batch_add(
+        self, embeddings: Any, idxs: Sequence[int], verbose: int | None = None, **kwargs: Any
+    ) -> None:
         """Adds `embeddings[i]` under the id `idxs[i]`, for every `i`.
 
         Args:
             embeddings: `[n, dim]` embeddings.
             idxs: `n` integer ids.
-            **kwargs: Ignored; accepted for 0.17's `verbose=...`.
+            verbose: Print a line naming the index, how many embeddings were
+                added and its size if 1. `None` (default) takes the index's
+                `verbose`, 0 unless set at construction.
+            **kwargs: Ignored (see `add`).
 
         Raises:
             ValueError: If `embeddings` is not of shape `[n, dim]` and finite,
-                or `idxs` is not `n` integers.
+                `idxs` is not `n` integers, or `verbose` not a non-negative
+                integer.
         """
+        owner = type(self).__name__
+        verbose = (
+            self.verbose
+            if verbose is None
+            else check_int("verbose", verbose, minimum=0, owner=owner)
+        )
         embeddings = self._embeddings(embeddings, what="embeddings")
         idxs = self._idxs(idxs, len(embeddings))
         if len(embeddings):
             self._add(embeddings, idxs)
+        if verbose:
+            plural = "" if len(embeddings) == 1 else "s"
+            print(
+                f"{owner} {self.name!r}: added {len(embeddings)} embedding{plural}, "
+                f"{self.size()} indexed."
+            )
 
     def lookup(self, embedding: Any, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
         """Returns the ids and distances of the `k` embeddings nearest `embedding`.

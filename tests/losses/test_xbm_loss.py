@@ -234,3 +234,16 @@ def test_fit_matches_the_one_device_loop_over_three_steps(inner, k):
         np.testing.assert_allclose(
             replica_x.numpy().reshape(12, OUT_DIM), expected_x, rtol=1e-5, atol=1e-6
         )
+
+
+def test_positional_arguments_bind_as_in_017():
+    # 0.17: XBM(loss, memory_size, warmup_steps, reduction, name).
+    loss = XBM(TripletLoss(), 8, 2, "none", "my_xbm")
+    assert (loss.memory_size, loss.warmup_steps) == (8, 2)
+    assert (loss.reduction, loss.name) == ("none", "my_xbm")
+    labels = np.array([0, 0, 1, 1])
+    embeddings = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]])
+    assert loss(labels, embeddings).shape == (4,)
+    assert XBM(TripletLoss(), 8).name == "XBM"
+    restored = XBM.from_config(loss.get_config())
+    assert (restored.reduction, restored.name, restored.warmup_steps) == ("none", "my_xbm", 2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -263,3 +265,68 @@ def test_multi_worker_step_matches_single_device(tmp_path):
             assert_same_update(weights, ref_weights, initial)
             more = got["more_losses"]
             assert np.all(np.isfinite(more)) and more[-1] < more[0], (algorithm, more)
+
+
+def test_model_checkpoint_saves_it_at_epoch_end_and_training_resumes(tmp_path):
+    model = tiny_model("simclr", sync_bn=False)
+    assert model.built  # Functional sub-models: built when made
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01))
+    data = tf.data.Dataset.from_tensors(views(6))
+    checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "epoch_{epoch}.keras"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.filterwarnings("ignore", message=".*shuffle=True.*")
+        model.fit(data, epochs=1, verbose=0, callbacks=[checkpoint])
+        loaded = keras.saving.load_model(tmp_path / "epoch_1.keras")
+    assert loaded.built and int(loaded.optimizer.iterations.numpy()) == 1
+    for saved, original in zip(loaded.optimizer.variables, model.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(saved.numpy(), original.numpy())
+    model.fit(data, epochs=2, verbose=0)
+    loaded.fit(data, epochs=2, verbose=0)
+    for resumed, original in zip(loaded.weights, model.weights, strict=True):
+        np.testing.assert_allclose(resumed.numpy(), original.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_save_writes_the_index_beside_the_model_and_load_index_reads_it(tmp_path):
+    model = tiny_model("simclr", sync_bn=False)
+    model.compile("sgd", distance="l2")
+    images = views(7, n=12)[0]
+    model.index(images, np.arange(12) % 3, verbose=0)
+    before = model.lookup(images[:3], k=2, verbose=0)
+    model.save(tmp_path / "model.keras")
+    assert (tmp_path / "model.index" / "index_metadata.json").is_file()
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert loaded._index.distance.name == "euclidean" and loaded.index_size() == 0
+    loaded.load_index(tmp_path / "model.keras")
+    assert loaded.lookup(images[:3], k=2, verbose=0) == before
+    model.save(tmp_path / "bare.keras", False)  # 0.17: save(filepath, save_index, ...)
+    assert not (tmp_path / "bare.index").exists()
+
+
+def test_compile_create_index_and_predict_take_017s_arguments(capsys):
+    model = tiny_model("simclr", sync_bn=False)
+    # 0.17: compile(optimizer, loss, metrics, loss_weights, weighted_metrics, run_eagerly,
+    # steps_per_execution, distance, kv_store, search, evaluator, stat_buffer_size).
+    model.compile("sgd", None, None, None, None, False, 1, "l2", "memory", "linear", "memory", 50)
+    assert model._index.distance.name == "euclidean" and model._index.stat_buffer_size == 50
+    # 0.17: create_index(distance, search, kv_store, evaluator, stat_buffer_size).
+    model.create_index("l1", "linear", "memory", "memory", 20)
+    assert model._index.distance.name == "manhattan" and model._index.stat_buffer_size == 20
+    images = views(8)[0]
+    capsys.readouterr()
+    # 0.17: predict(x, batch_size, verbose=0, steps, callbacks, max_queue_size, workers,
+    # use_multiprocessing), silent by default.
+    representations = model.predict(images, 4, 0, None, None, 10, 1, False)
+    np.testing.assert_allclose(representations, model.embed(images), atol=1e-6)
+    model.predict(images)
+    assert capsys.readouterr().out == ""
+
+
+def test_a_feature_map_backbone_compiles_without_an_index():
+    inputs = keras.Input(IMAGE_SHAPE)
+    backbone = keras.Model(inputs, keras.layers.Conv2D(4, 3, padding="same")(inputs))
+    projector = keras.Sequential([keras.Input((6, 6, 4)), keras.layers.Flatten()])
+    model = ContrastiveModel(backbone, projector, algorithm="simclr")
+    model.compile("sgd", distance="l2")
+    with pytest.raises(ValueError, match=r"an index needs \[batch, dim\]"):
+        model.index(views(9)[0], np.zeros(8))

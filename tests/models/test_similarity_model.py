@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tensorflow_similarity.architectures import BackboneSim
+from tensorflow_similarity.losses import MultiSimilarityLoss, PNLoss, TripletLoss
 from tensorflow_similarity.models import ContrastiveModel, SimilarityModel, create_contrastive_model
 from tensorflow_similarity.retrieval_metrics import RecallAtK
 from tests.distributed import mirrored_strategy
@@ -155,8 +156,51 @@ def test_distance_auto_takes_the_loss_distance():
     model = _model()
     model.compile("sgd", DistanceLoss(), distance="auto")
     assert model._index.distance.name == "manhattan"
-    with pytest.raises(ValueError, match="has none"):
-        model.compile("sgd", "mse", distance="auto")
+    # A loss without a distance (0.17 raised) and no loss at all index with cosine.
+    model.compile("sgd", "mse", distance="auto")
+    assert model._index.distance.name == "cosine"
+    model.compile("sgd")
+    assert model._index.distance.name == "cosine"
+
+
+def test_distance_defaults_to_the_loss_distance_as_in_017(tmp_path):
+    model = _model()
+    model.compile("sgd", TripletLoss(distance="l2"))
+    assert model._index.distance.name == "euclidean"
+    model.compile("sgd", TripletLoss(distance="l2"), distance="l1")  # explicit wins
+    assert model._index.distance.name == "manhattan"
+    model.compile("sgd", MultiSimilarityLoss())
+    assert model._index.distance.name == "cosine"
+
+    two = _model(outputs=2)
+    two.compile("sgd", ["mse", TripletLoss(distance="l2")], embedding_output=1)
+    assert two._index.distance.name == "euclidean"
+    two.compile(
+        "sgd", {"embedding0": "mse", "embedding1": PNLoss(distance="l1")}, embedding_output=1
+    )
+    assert two._index.distance.name == "manhattan"
+
+    model.compile("sgd", TripletLoss(distance="l2"))
+    model.save(tmp_path / "model.keras")
+    assert keras.saving.load_model(tmp_path / "model.keras")._index.distance.name == "euclidean"
+
+
+def test_save_takes_017s_positional_order(tmp_path):
+    # 0.17: save(filepath, save_index, compression, overwrite, include_optimizer, ...).
+    model = _model()
+    model.compile("sgd", "mse", distance="l2")
+    x, y = _data()
+    model.index(x, y, verbose=0)
+    model.save(tmp_path / "no_index.keras", False)
+    assert (tmp_path / "no_index.keras").is_file()
+    assert not (tmp_path / "no_index.index").exists()
+    model.save(tmp_path / "plain.keras", True, False, True, True)
+    reloaded = keras.saving.load_model(tmp_path / "plain.keras")
+    reloaded.load_index(tmp_path / "plain.keras")
+    assert reloaded.index_size() == len(x)
+    with pytest.raises(ValueError, match="model.export"):
+        model.save(tmp_path / "saved_model.keras", True, True, True, True, None, {"serve": None})
+    assert not (tmp_path / "saved_model.keras").exists()
 
 
 def test_calibrate_match_and_evaluate_retrieval_run_through_the_index():

@@ -190,3 +190,32 @@ def test_make_search_by_name_or_instance():
         make_search(search, "l2", 4)
     with pytest.raises(ValueError, match="Unknown search 'nmslib'"):
         make_search("nmslib", "cosine", 3)
+
+
+def test_positional_arguments_bind_as_in_017():
+    # 0.17: Search(distance, dim, verbose, name); a subclass's own arguments come
+    # between dim and verbose, as in 0.17's NMSLibSearch.
+    search = LinearSearch("l2", 4, 1024, 1, "mine")
+    assert (search.distance.name, search.dim, search.max_chunk_elements) == ("euclidean", 4, 1024)
+    assert (search.verbose, search.name) == (1, "mine")
+    if "faiss_flat" in BACKENDS:
+        faiss = FaissSearch("l2", 4, "flat", 2, 8, 16, 2, 8, 40, 64, 1, "mine")
+        assert (faiss.verbose, faiss.name, faiss.ef_search) == (1, "mine", 64)
+
+
+def test_add_and_batch_add_take_017s_verbose(make, capsys):
+    keys = np.random.default_rng(0).normal(size=(3, DIM))
+    search = make("cosine")
+    search.batch_add(keys[:2], [0, 1])
+    search.add(keys[2], 2, 0, build=True)  # 0.17: add(embedding, idx, verbose, build=...)
+    assert capsys.readouterr().out == ""
+    search.batch_add(keys, [3, 4, 5], 1)
+    assert "added 3 embeddings, 6 indexed" in capsys.readouterr().out
+    search.add(keys[0], 6, verbose=1)
+    assert "added 1 embedding, 7 indexed" in capsys.readouterr().out
+    search.verbose = 1  # the search's own verbosity is the default
+    search.add(keys[0], 7)
+    assert "8 indexed" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="verbose must be a non-negative integer"):
+        search.batch_add(keys, [8, 9, 10], verbose=-1)
+    assert search.size() == 8
