@@ -34,7 +34,18 @@ from pathlib import Path
 
 from benchmark_common import markdown_table, output_folder
 
-QUICK_OPTIONS = ["--limit", "240", "--batch-size", "32", "--projector-dim", "32", "--epochs", "2"]
+QUICK_OPTIONS = [
+    "--data",
+    "digits",
+    "--limit",
+    "240",
+    "--batch-size",
+    "32",
+    "--projector-dim",
+    "32",
+    "--epochs",
+    "2",
+]
 MODES = ("--deterministic", "--no-deterministic")
 
 

@@ -29,7 +29,18 @@ from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.data import load_data
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
-QUICK = ["--limit", "240", "--batch-size", "32", "--projector-dim", "32", "--epochs", "2"]
+QUICK = [
+    "--data",
+    "digits",
+    "--limit",
+    "240",
+    "--batch-size",
+    "32",
+    "--projector-dim",
+    "32",
+    "--epochs",
+    "2",
+]
 # What TensorFlow's C++ libraries print: glog-style lines, absl's pre-initialisation notice,
 # and the messages seen in tfsim runs.
 CPP_LOG = re.compile(
@@ -130,7 +141,7 @@ def test_help_documents_every_option_with_its_default(tmp_path):
         "--no-deterministic",
     ]:
         assert option in text
-    for default in ["(default: simsiam)", "(default: resnet18)", "(default: digits)"]:
+    for default in ["simclr on glyphs, else simsiam", "(default: resnet18)", "(default: glyphs)"]:
         assert default in text
     assert "--interrupt-after-epoch" not in text
 

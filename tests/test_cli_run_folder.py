@@ -21,6 +21,8 @@ from tensorflow_similarity.cli.errors import EXIT_DIVERGED, TrainingDiverged, Us
 
 # A self-supervised run as small as the job allows: 120 digits, batches of 16, one device.
 TINY = [
+    "--data",
+    "digits",
     "--strategy",
     "one-device",
     "--no-deterministic",
@@ -253,7 +255,7 @@ def test_a_self_supervised_run_on_one_class_warns_that_knn_accuracy_means_nothin
     write_images(tmp_path / "data" / "cats", 10)
     args = ["--data", str(tmp_path / "data"), "--image-size", "8", "--batch-size", "4"]
     status = main(
-        ["train", *TINY[:3], *args, "--projector-dim", "16", "--output", str(tmp_path / "out")],
+        ["train", *TINY[2:5], *args, "--projector-dim", "16", "--output", str(tmp_path / "out")],
         callbacks=[InterruptAtTrainBegin()],
     )
     error = capsys.readouterr().err

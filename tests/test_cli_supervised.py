@@ -41,6 +41,8 @@ from tests.test_cli_run_folder import InterruptAtTrainBegin
 LIMIT = 160
 # One quick in-process run: 160 digits (about 75 training images of the 6 seen classes).
 IN_PROCESS = [
+    "--data",
+    "digits",
     "--strategy",
     "one-device",
     "--no-deterministic",
@@ -54,7 +56,18 @@ IN_PROCESS = [
     "16",
 ]
 # Two replicas, synchronised batch norm, deterministic: for the resume test.
-QUICK = ["--limit", "240", "--batch-size", "12", "--epochs", "2", "--embedding-size", "16"]
+QUICK = [
+    "--data",
+    "digits",
+    "--limit",
+    "240",
+    "--batch-size",
+    "12",
+    "--epochs",
+    "2",
+    "--embedding-size",
+    "16",
+]
 
 
 @pytest.mark.parametrize(
@@ -63,10 +76,57 @@ QUICK = ["--limit", "240", "--batch-size", "12", "--epochs", "2", "--embedding-s
 )
 def test_default_learning_rate_is_the_losss_and_an_explicit_one_wins(algorithm, expected):
     parser = build_parser()
-    args = parser.parse_args(["train", "--algorithm", algorithm])
-    assert resolve_defaults(args, {}).learning_rate == expected
-    args = parser.parse_args(["train", "--algorithm", algorithm, "--learning-rate", "0.3"])
-    assert resolve_defaults(args, {"learning_rate": 0.3}).learning_rate == 0.3
+    argv = ["train", "--data", "digits", "--algorithm", algorithm]
+    args = parser.parse_args(argv)
+    resolved = resolve_defaults(args, {"data": "digits"})
+    assert resolved.learning_rate == expected and resolved.optimizer == "sgd"
+    args = parser.parse_args([*argv, "--learning-rate", "0.3"])
+    assert resolve_defaults(args, {"data": "digits", "learning_rate": 0.3}).learning_rate == 0.3
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        # Supervised on glyphs: Adam at 1e-3, 16 of the 62 Latin classes x 4 images, 16x16.
+        (
+            ["--algorithm", "multisimilarity"],
+            {
+                "optimizer": "adam",
+                "learning_rate": 1e-3,
+                "train_classes": 62,
+                "classes_per_batch": 16,
+                "batch_size": 64,
+                "epochs": 12,
+                "image_size": 16,
+            },
+        ),
+        (["--algorithm", "circle", "--optimizer", "sgd"], {"learning_rate": 0.005}),
+        (["--algorithm", "triplet", "--train-classes", "10"], {"classes_per_batch": 10}),
+        (
+            ["--algorithm", "triplet", "--data", "digits"],
+            {"optimizer": "sgd", "train_classes": 6, "classes_per_batch": None, "image_size": 8},
+        ),
+        # Self-supervised on glyphs: SimCLR with Adam, 5 epochs at 16x16; SimSiam elsewhere.
+        (
+            [],
+            {
+                "algorithm": "simclr",
+                "optimizer": "adam",
+                "learning_rate": 1e-3,
+                "epochs": 5,
+                "image_size": 16,
+                "batch_size": 128,
+            },
+        ),
+        (["--data", "digits"], {"algorithm": "simsiam", "optimizer": "sgd", "epochs": 3}),
+        (["--algorithm", "simsiam"], {"algorithm": "simsiam", "optimizer": "adam"}),
+    ],
+)
+def test_defaults_follow_the_data_and_explicit_options_win(argv, expected):
+    argv = ["train", *argv]
+    explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    resolved = vars(resolve_defaults(build_parser().parse_args(argv), explicit))
+    assert {key: resolved[key] for key in expected} == expected
 
 
 def run_main(*args: str) -> int:
@@ -267,7 +327,7 @@ BAD_INPUTS = {
 def test_bad_supervised_input_is_a_clear_error_before_training(tmp_path, capsys, case):
     args, message = BAD_INPUTS[case]
     output = tmp_path / "out"
-    status = run_main("--algorithm", "triplet", *args, "--output", str(output))
+    status = run_main("--algorithm", "triplet", "--data", "digits", *args, "--output", str(output))
     error = capsys.readouterr().err
     assert status == 2, error
     assert error.startswith("tfsim: error:") and message in error

@@ -85,13 +85,12 @@ def test_default_supervised_run_learns_the_seen_classes(tmp_path):
         assert row in result.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["replicas"] == 2 and summary["sync_bn"] is True
-    assert summary["index_size"] == 1438
-    before, after = summary["before"], summary["after"]
+    # Glyphs: the training split of all 143 classes (80% of each class's fonts).
+    assert summary["index_size"] == 2169
+    before, after, pixels = summary["before"], summary["after"], summary["pixels"]
     assert after["map_at_r_seen"] > before["map_at_r_seen"]  # it learnt the seen classes
-    # Unseen-class recall@1 of clean queries is reported, not asserted: training leaves it
-    # within 2-6 queries of the untrained network's, either side, depending on the seed and the
-    # machine's rounding (benchmark/unseen_digits.py). With augmented queries it rises for all
-    # three seeds (seed 0: 0.42 -> 0.50).
-    for figures in (before, after):
-        assert 0.0 <= figures["recall_at_1_unseen"] <= 1.0
+    # What it learnt carries over to the unseen scripts: above the untrained network and the
+    # raw pixels (by 0.07-0.09 for seeds 0-2; the margin asserted is looser than that).
+    assert after["recall_at_1_unseen"] > before["recall_at_1_unseen"]
+    assert after["recall_at_1_unseen"] > pixels["recall_at_1_unseen"]
     assert after["recall_at_1_unseen_augmented"] > before["recall_at_1_unseen_augmented"]

@@ -85,7 +85,18 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
 def test_multi_worker_script_trains_one_model_on_two_workers(tmp_path):
     output = tmp_path / "out"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    options = ["--limit", "200", "--batch-size", "32", "--projector-dim", "32", "--epochs", "1"]
+    options = [
+        "--data",
+        "digits",
+        "--limit",
+        "200",
+        "--batch-size",
+        "32",
+        "--projector-dim",
+        "32",
+        "--epochs",
+        "1",
+    ]
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / "multi_worker.py"), "--output", str(output), *options],
         cwd=tmp_path,

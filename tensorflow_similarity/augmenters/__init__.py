@@ -3,7 +3,8 @@
 `ViewAugmenter` turns a batch of images into two independently augmented
 views; `simclr_augmenter`, `simsiam_augmenter` and `barlow_augmenter` configure
 it with each paper's parameters. `image_ops` holds the per-image random
-transforms they are built from. `Augmenter`, `SimCLRAugmenter`,
+transforms they are built from. `GlyphAugmenter` makes the views of line
+drawings (glyphs) by affine warps and stroke width instead. `Augmenter`, `SimCLRAugmenter`,
 `BarlowAugmenter` and `ContrastiveAugmenter` are tensorflow-similarity 0.17's
 classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
 0.17 code.
@@ -11,6 +12,7 @@ classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
 
 from tensorflow_similarity.augmenters import image_ops
 from tensorflow_similarity.augmenters.barlow import barlow_augmenter
+from tensorflow_similarity.augmenters.glyph_augmenter import GlyphAugmenter
 from tensorflow_similarity.augmenters.legacy import (
     Augmenter,
     BarlowAugmenter,
@@ -25,6 +27,7 @@ __all__ = [
     "Augmenter",
     "BarlowAugmenter",
     "ContrastiveAugmenter",
+    "GlyphAugmenter",
     "SimCLRAugmenter",
     "ViewAugmenter",
     "barlow_augmenter",

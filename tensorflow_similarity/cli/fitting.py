@@ -103,6 +103,23 @@ def replica_batches(
     )
 
 
+def pixel_vectors(images: np.ndarray) -> np.ndarray:
+    """The images' pixels as flat vectors: the embedding of no network at all.
+
+    Both jobs score it beside the network, as the reference training should beat.
+    """
+    return images.reshape(len(images), -1)
+
+
+def make_optimizer(
+    name: str, learning_rate: float | keras.optimizers.schedules.LearningRateSchedule
+) -> keras.optimizers.Optimizer:
+    """The `--optimizer` of a run: SGD (momentum 0.9, weight decay 5e-4) or Adam."""
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate)
+    return keras.optimizers.SGD(learning_rate, momentum=0.9, weight_decay=5e-4)
+
+
 def fit_epochs(
     model: keras.Model,
     dataset: tf.data.Dataset,

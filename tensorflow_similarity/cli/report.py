@@ -175,12 +175,14 @@ def summary(
     knn_before: float,
     batch_norm: str,
     knn_augmented_before: float | None = None,
+    knn_pixels: float | None = None,
 ) -> dict[str, Any]:
     """Returns the run's summary (summary.json, and the rows of `table`).
 
     `knn_accuracy_augmented_before`/`_after` (when `knn_augmented_before` is
     given) are the kNN accuracies of the augmented test queries
-    (`fitting.augmented_queries`) against the clean training images.
+    (`fitting.augmented_queries`) against the clean training images;
+    `knn_accuracy_pixels` (when `knn_pixels` is given) that of the raw pixels.
     """
     augmented = {}
     if knn_augmented_before is not None:
@@ -188,9 +190,11 @@ def summary(
             "knn_accuracy_augmented_before": knn_augmented_before,
             "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
         }
+    pixels = {} if knn_pixels is None else {"knn_accuracy_pixels": knn_pixels}
     return {
         "knn_accuracy_before": knn_before,
         "knn_accuracy_after": records[-1].get("knn_accuracy"),
+        **pixels,
         **augmented,
         **run_figures(args, plan, records, batch_norm),
     }
@@ -202,6 +206,8 @@ def table(summary: dict[str, Any]) -> str:
         ("kNN accuracy before training", f"{summary['knn_accuracy_before']:.3f}"),
         ("kNN accuracy after training", f"{summary['knn_accuracy_after']:.3f}"),
     ]
+    if summary.get("knn_accuracy_pixels") is not None:
+        rows.append(("kNN accuracy of the raw pixels", f"{summary['knn_accuracy_pixels']:.3f}"))
     if summary.get("knn_accuracy_augmented_after") is not None:
         rows += [
             (

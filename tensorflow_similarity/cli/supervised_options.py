@@ -8,6 +8,7 @@ from typing import Any
 
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.data import IMAGE_EXTENSIONS
+from tensorflow_similarity.datasets.glyphs import NUM_SEEN_CLASSES as GLYPHS_SEEN_CLASSES
 
 # Supervised metric learning (`cli.supervised`): the metric loss of each name.
 SUPERVISED_ALGORITHMS = (
@@ -38,10 +39,12 @@ def add_supervised_arguments(train: argparse.ArgumentParser, default: Callable[[
     train.add_argument(
         "--train-classes",
         type=int,
-        default=default(DEFAULT_TRAIN_CLASSES),
+        default=default(None),
         metavar="N",
-        help="supervised: train on the first N classes only (the digits 0 to N-1); the "
-        "others are unseen in training and show how the embedding generalises",
+        help="supervised: train on the first N classes only; the others are unseen in "
+        "training and show how the embedding generalises. Default: glyphs' seen classes "
+        f"(the {GLYPHS_SEEN_CLASSES} Latin letters and digits), else "
+        f"{DEFAULT_TRAIN_CLASSES} (the digits 0 to {DEFAULT_TRAIN_CLASSES - 1})",
     )
     train.add_argument(
         "--classes-per-batch",
@@ -62,9 +65,9 @@ def add_supervised_arguments(train: argparse.ArgumentParser, default: Callable[[
         "--augment",
         action=argparse.BooleanOptionalAction,
         default=default(True),
-        help="supervised: train on augmented images (a random resized crop, colour jitter "
-        "and blur of each, no flip), a regulariser (on the digits: unseen-class recall@1 "
-        "0.95 with, 0.87 without)",
+        help="supervised: train on augmented images, never flipped (glyphs: affine warps "
+        "and stroke widths; other data: a random resized crop, colour jitter and blur), a "
+        "regulariser",
     )
 
 

@@ -78,13 +78,19 @@ def summary(
     before: dict[str, float],
     batch_norm: str,
     index_size: int,
+    pixels: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Returns the run's summary (summary.json, and the rows of `table`)."""
+    """Returns the run's summary (summary.json, and the rows of `table`).
+
+    `pixels` are the figures of the raw pixels (flattened images searched by
+    cosine), the reference printed beside the network's.
+    """
     after = {key: records[-1][key] for key in before if key in records[-1]}
     return {
         "algorithm": args.algorithm,
         "before": dict(before),
         "after": after,
+        "pixels": dict(pixels or {}),
         "train_classes": args.train_classes,
         "index_size": index_size,
         **report.run_figures(args, plan, records, batch_norm),
@@ -93,29 +99,23 @@ def summary(
 
 def table(summary: dict[str, Any]) -> str:
     """Returns `summary` as the table printed at the end of a run."""
-    rows = [("", "before training", "after training")]
+    pixels = summary.get("pixels") or {}
+    rows = [("", "raw pixels", "before training", "after training")]
+
+    def figures(key: str) -> tuple[str, str, str]:
+        reference = f"{pixels[key]:.3f}" if key in pixels else "-"
+        return reference, f"{summary['before'][key]:.3f}", f"{summary['after'][key]:.3f}"
+
     for group in GROUPS:
         for figure in FIGURES:
             key = figure_name(figure, group)
             if key in summary["before"]:
-                rows.append(
-                    (
-                        f"{_TITLES[figure]}, {group} classes",
-                        f"{summary['before'][key]:.3f}",
-                        f"{summary['after'][key]:.3f}",
-                    )
-                )
+                rows.append((f"{_TITLES[figure]}, {group} classes", *figures(key)))
     # Augmented queries (when the run augments): recall@1 only; history.json has mAP@R too.
     for group in GROUPS:
         key = figure_name("recall_at_1", group, augmented=True)
         if key in summary["before"] and key in summary["after"]:
-            rows.append(
-                (
-                    f"recall@1, {group} classes, augmented queries",
-                    f"{summary['before'][key]:.3f}",
-                    f"{summary['after'][key]:.3f}",
-                )
-            )
+            rows.append((f"recall@1, {group} classes, augmented queries", *figures(key)))
     for name, value in (
         ("images per second (training)", f"{summary['images_per_second']:.1f}"),
         ("seconds per epoch (training)", f"{summary['seconds_per_epoch']:.1f}"),
@@ -125,22 +125,23 @@ def table(summary: dict[str, Any]) -> str:
         ("replicas", f"{summary['replicas']} ({summary['strategy']})"),
         ("batch norm", summary["batch_norm"]),
     ):
-        rows.append((name, value, ""))
-    paired = [row for row in rows if row[2] or row is rows[0]]
-    widths = [max(len(row[i]) for row in (rows if i == 0 else paired)) for i in range(3)]
-    # A value without a pair spans both value columns: widen the last if it needs more.
-    single = max(len(row[1]) for row in rows if row not in paired)
-    widths[2] += max(0, single - (widths[1] + widths[2] + 3))
+        rows.append((name, value))
+    # A row of one value spans the value columns: widen the last if it needs more.
+    columns = len(rows[0])
+    paired = [row for row in rows if len(row) == columns]
+    widths = [max(len(row[i]) for row in (rows if i == 0 else paired)) for i in range(columns)]
+    spanned = sum(widths[1:]) + 3 * (columns - 2)
+    widths[-1] += max(0, max(len(row[1]) for row in rows if len(row) == 2) - spanned)
+    spanned = sum(widths[1:]) + 3 * (columns - 2)
     rule = "+-" + "-+-".join("-" * w for w in widths) + "-+"
     lines = [rule]
     for number, row in enumerate(rows):
-        if row[2] or number == 0:
+        if len(row) == columns:
             lines.append(
                 "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
             )
         else:
-            wide = widths[1] + widths[2] + 3
-            lines.append(f"| {row[0].ljust(widths[0])} | {row[1].ljust(wide)} |")
+            lines.append(f"| {row[0].ljust(widths[0])} | {row[1].ljust(spanned)} |")
         if number == 0:
             lines.append(rule)
     lines.append(rule)
