@@ -80,7 +80,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "default:temperature": f"{LOSSES}: the paper's temperature 0.1 (0.17: 0.05)",
         "**kwargs": LOUD,
     },
-    "tensorflow_similarity.losses.simclr.SimCLRLoss.cross_replica_concat": {"missing": MISSING},
     "tensorflow_similarity.losses.simsiam.SimSiamLoss": {
         "default:margin": f"{LOSSES}: SimSiam's margin defaults to 0.0",
         "default:name": f"{SIGNATURES}: a loss 0.17 left unnamed is named after its class",
