@@ -15,9 +15,11 @@ import shutil
 from pathlib import Path
 
 import keras
+import matplotlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image, ImageDraw, ImageFont
 
 from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.architectures.registry import BUILDERS
@@ -497,6 +499,40 @@ def test_lookup_errors_are_clear(runs, tmp_path, capsys, case):
     assert status == 2, captured.err
     assert captured.err.startswith("tfsim: error:") and message in captured.err
     assert captured.out == ""
+
+
+def test_lookup_on_a_glyphs_run_names_the_characters(tmp_path, capsys):
+    """A quick glyphs run, then a letter drawn by the user (Greek capital Omega, at 40x40)."""
+    output = tmp_path / "glyphs"
+    options = ["--train-classes", "20", "--classes-per-batch", "4", "--batch-size", "16"]
+    status = main(
+        ["train", "--algorithm", "multisimilarity", *IN_PROCESS[2:5], "--limit", "600"]
+        + [*options, "--epochs", "1", "--embedding-size", "16", "--output", str(output)]
+    )
+    assert status == 0
+    font = ImageFont.truetype(
+        str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSerif-Bold.ttf"), 30
+    )
+    canvas = Image.new("RGB", (40, 40))
+    ImageDraw.Draw(canvas).text((5, 2), "\u03a9", fill=(255, 255, 255), font=font)
+    path = tmp_path / "omega.png"
+    canvas.save(path)
+    capsys.readouterr()
+    assert main(["lookup", "--output", str(output), "--k", "3", "--json", str(path)]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    names = json.loads((output / "run.json").read_text())["class_names"]
+    assert "A \u0391 \u0410" in names  # glyphs' class names: the characters of each class
+    found = result["neighbours"]
+    assert [n["class"] for n in found] == [names[n["label"]] for n in found]
+    # The distances of a float64 loop over the run's indexed (training) images.
+    data = load_data("glyphs", 16, seed=0, limit=600)
+    model = keras.saving.load_model(output / "model.keras")
+    index = np.asarray(model.predict(data.x_train, verbose=0), np.float64)
+    index /= np.linalg.norm(index, axis=1, keepdims=True)
+    query = np.asarray(model.predict(read_image(path, 16)[None], verbose=0), np.float64)[0]
+    query /= np.linalg.norm(query)
+    loop = sorted(1.0 - float(np.dot(query, item)) for item in index)[:3]
+    np.testing.assert_allclose([n["distance"] for n in found], loop, atol=1e-5)
 
 
 def test_lookup_never_unpickles_an_index_file(runs, tmp_path, capsys):
