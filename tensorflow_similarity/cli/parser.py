@@ -135,7 +135,9 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         help="self-supervised algorithm (loss, projector and predictor of its paper: "
         + ", ".join(ALGORITHMS)
         + "), or the metric loss of supervised metric learning of a SimilarityModel on "
-        "labelled classes (" + ", ".join(SUPERVISED_ALGORITHMS) + "). Default: "
+        "labelled classes ("
+        + ", ".join(SUPERVISED_ALGORITHMS)
+        + "). Default: "
         + ", ".join(f"{name} on {data}" for data, name in DEFAULT_ALGORITHMS.items())
         + ", else simsiam",
     )
