@@ -7,6 +7,8 @@ this package load with `keras.saving.load_model` and no `custom_objects`.
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.18.0.dev0"
 
 from tensorflow_similarity import _tfsim_start
@@ -19,10 +21,12 @@ from tensorflow_similarity import _requirements  # noqa: E402
 _requirements.check()
 
 from tensorflow_similarity import (  # noqa: E402
+    algebra,
     architectures,
     augmenters,
     callbacks,
     classification_metrics,
+    distances,
     distribute,
     evaluators,
     indexer,
@@ -41,10 +45,12 @@ from tensorflow_similarity import (  # noqa: E402
 )
 
 __all__ = [
+    "algebra",
     "architectures",
     "augmenters",
     "callbacks",
     "classification_metrics",
+    "distances",
     "distribute",
     "evaluators",
     "indexer",
@@ -61,3 +67,11 @@ __all__ = [
     "types",
     "utils",
 ]
+
+
+def __getattr__(name: str):
+    # `visualization` (0.17's attribute) needs matplotlib, an optional extra: it is
+    # imported on first use, so that importing the package does not need it.
+    if name == "visualization":
+        return importlib.import_module("tensorflow_similarity.visualization")
+    raise AttributeError(f"module 'tensorflow_similarity' has no attribute {name!r}")

@@ -1,15 +1,15 @@
 """The records an index returns, and 0.17's tensor annotations.
 
 `Lookup` is one neighbour of a query and `CalibrationResults` a calibration's
-outcome. `Tensor`, `FloatTensor`, `IntTensor`, `BoolTensor` and
-`PandasDataFrame` are 0.17's names for annotations, kept so that code
-annotated with them still imports.
+outcome. `Tensor`, `FloatTensor`, `IntTensor`, `BoolTensor`, `Symbol`,
+`Value`, `EqFunc` and `PandasDataFrame` are 0.17's names for annotations,
+kept so that code annotated with them still imports.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,20 @@ class BoolTensor(tf.Tensor):
     """Annotation of a boolean `tf.Tensor`."""
 
 
+class Symbol(tf.Tensor):
+    """Annotation of a symbolic (graph) `tf.Tensor`, one without a value yet."""
+
+
+class Value(tf.Tensor):
+    """Annotation of an eager `tf.Tensor`, one that holds a value (`.numpy()`)."""
+
+
 class PandasDataFrame:
     """Annotation of a `pandas.DataFrame`, without importing pandas."""
+
+
+# An equality test of two values, as 0.17 annotated its comparison helpers.
+EqFunc = Callable[[Any, Any], bool]
 
 
 def _same(a: Any, b: Any) -> bool:

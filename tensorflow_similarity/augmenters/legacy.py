@@ -62,11 +62,9 @@ class Augmenter(abc.ABC):
         return self.augment(x, y, num_augmentations_per_example, is_warmup)
 
 
-def _check_num_views(num_views: Any) -> int:
+def _check_num_views(num_views: Any, name: str = "num_augmentations_per_example") -> int:
     if isinstance(num_views, bool) or not isinstance(num_views, int) or num_views < 1:
-        raise ValueError(
-            f"num_augmentations_per_example must be a positive integer. Received: {num_views!r}"
-        )
+        raise ValueError(f"{name} must be a positive integer. Received: {num_views!r}")
     return num_views
 
 
@@ -176,10 +174,11 @@ class SimCLRAugmenter(Augmenter):
         self,
         x: Any,
         y: Any = None,
-        num_augmentations_per_example: int = 2,
+        num_views: int = 2,
         is_warmup: bool = True,
     ) -> list[tf.Tensor]:
-        num_views = _check_num_views(num_augmentations_per_example)
+        """Returns `num_views` views of the batch `x` (0.17's argument names)."""
+        num_views = _check_num_views(num_views, "num_views")
         images = tf.cast(tf.convert_to_tensor(x), tf.float32) / 255.0
         if self.is_training:
             return _views(self._augmenter, images, num_views)
@@ -330,10 +329,11 @@ class ContrastiveAugmenter(Augmenter):
         self,
         x: Any,
         y: Any = None,
-        num_augmentations_per_example: int = 2,
+        num_views: int = 2,
         is_warmup: bool = True,
     ) -> list[tf.Tensor]:
-        num_views = _check_num_views(num_augmentations_per_example)
+        """Returns `num_views` views of the batch `x` (0.17's argument names)."""
+        num_views = _check_num_views(num_views, "num_views")
         images = tf.convert_to_tensor(x)
         return [
             tf.map_fn(self.process, images, parallel_iterations=self.num_cpu)

@@ -36,7 +36,7 @@ def _names() -> dict[str, Distance]:
     return names
 
 
-def distance_canonicalizer(distance: Distance | str) -> Distance:
+def distance_canonicalizer(user_distance: Distance | str) -> Distance:
     """Returns the `Distance` named by `distance`, or `distance` itself.
 
     Names are case-insensitive and surrounding spaces are ignored. They are
@@ -47,7 +47,8 @@ def distance_canonicalizer(distance: Distance | str) -> Distance:
     and aliases of the distances in `DISTANCES`, which a user may extend.
 
     Args:
-        distance: A `Distance` instance (returned as is) or a name.
+        user_distance: A `Distance` instance (returned as is) or a name
+            (0.17's argument name).
 
     Returns:
         A `Distance` instance; for a name, a copy of the registered one, so
@@ -63,13 +64,13 @@ def distance_canonicalizer(distance: Distance | str) -> Distance:
     >>> distance_canonicalizer("L2")
     EuclideanDistance(name='euclidean')
     """
-    if isinstance(distance, Distance):
-        return distance
+    if isinstance(user_distance, Distance):
+        return user_distance
     names = _names()
-    if isinstance(distance, str) and distance.strip().lower() in names:
-        registered = names[distance.strip().lower()]
+    if isinstance(user_distance, str) and user_distance.strip().lower() in names:
+        registered = names[user_distance.strip().lower()]
         return copy.deepcopy(registered)
     raise ValueError(
-        f"Unknown distance {distance!r}. Pass a Distance instance or one of the names "
+        f"Unknown distance {user_distance!r}. Pass a Distance instance or one of the names "
         f"{sorted(names)}."
     )

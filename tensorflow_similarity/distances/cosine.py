@@ -31,7 +31,7 @@ class CosineDistance(Distance):
 
     default_name = "cosine"
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        query = tf.math.l2_normalize(query, axis=1)
-        key = tf.math.l2_normalize(key, axis=1)
-        return tf.maximum(1.0 - tf.matmul(query, key, transpose_b=True), 0.0)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        query_embeddings = tf.math.l2_normalize(query_embeddings, axis=1)
+        key_embeddings = tf.math.l2_normalize(key_embeddings, axis=1)
+        return tf.maximum(1.0 - tf.matmul(query_embeddings, key_embeddings, transpose_b=True), 0.0)

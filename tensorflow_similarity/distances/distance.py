@@ -13,9 +13,11 @@ import tensorflow as tf
 class Distance:
     """A pairwise distance (or similarity) between query and key embeddings.
 
-    Subclasses implement `call(query, key)` for a `[n, d]` query and a `[m, d]`
-    key and return the `[n, m]` matrix whose entry `(i, j)` compares query row
-    `i` with key row `j`, in the dtype of the inputs. Gradients must be finite
+    Called as `distance(query_embeddings, key_embeddings)` (0.17's argument
+    names). Subclasses implement `call(query_embeddings, key_embeddings)` for
+    `[n, d]` queries and `[m, d]` keys and return the `[n, m]` matrix whose
+    entry `(i, j)` compares query row `i` with key row `j`, in the dtype of
+    the inputs. Gradients must be finite
     for every input, identical rows included. A distance is a plain
     serialisable object: `get_config()` holds its name and aliases, and
     `keras.saving.deserialize_keras_object` rebuilds it.
@@ -40,13 +42,15 @@ class Distance:
         self.name = self.default_name if name is None else str(name)
         self.aliases = list(self.default_aliases if aliases is None else aliases)
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
         """Returns the `[n, m]` matrix comparing every query row with every key row."""
-        raise NotImplementedError(f"{type(self).__name__} must implement call(query, key).")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement call(query_embeddings, key_embeddings)."
+        )
 
-    def __call__(self, query: Any, key: Any) -> tf.Tensor:
-        query = tf.convert_to_tensor(query)
-        key = tf.convert_to_tensor(key, dtype=query.dtype)
+    def __call__(self, query_embeddings: Any, key_embeddings: Any) -> tf.Tensor:
+        query = tf.convert_to_tensor(query_embeddings)
+        key = tf.convert_to_tensor(key_embeddings, dtype=query.dtype)
         if len(query.shape) != 2 or len(key.shape) != 2:
             raise ValueError(
                 f"{type(self).__name__} expects query and key embeddings of shape "

@@ -37,8 +37,8 @@ class EuclideanDistance(Distance):
     default_name = "euclidean"
     default_aliases = ("l2", "pythagorean")
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        squared = squared_euclidean(query, key)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        squared = squared_euclidean(query_embeddings, key_embeddings)
         # Written as "not <=" so that a NaN squared distance counts as positive and
         # reaches the result (and the loss) as NaN, where "> floor" would zero it.
         positive = tf.logical_not(squared <= _SQRT_FLOOR)

@@ -31,5 +31,5 @@ class InnerProductSimilarity(Distance):
     default_name = "inner_product"
     default_aliases = ("ip",)
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(query, key, transpose_b=True)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(query_embeddings, key_embeddings, transpose_b=True)

@@ -30,5 +30,7 @@ class ManhattanDistance(Distance):
     default_name = "manhattan"
     default_aliases = ("l1", "taxicab")
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_sum(tf.abs(query[:, tf.newaxis, :] - key[tf.newaxis, :, :]), axis=2)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(
+            tf.abs(query_embeddings[:, tf.newaxis, :] - key_embeddings[tf.newaxis, :, :]), axis=2
+        )

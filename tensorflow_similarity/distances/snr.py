@@ -34,6 +34,8 @@ class SNRDistance(Distance):
     default_name = "snr"
     default_aliases = ("signal-to-noise-ratio",)
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        noise = tf.math.reduce_variance(key[tf.newaxis, :, :] - query[:, tf.newaxis, :], axis=2)
-        return noise / tf.math.reduce_variance(query, axis=1, keepdims=True)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        noise = tf.math.reduce_variance(
+            key_embeddings[tf.newaxis, :, :] - query_embeddings[:, tf.newaxis, :], axis=2
+        )
+        return noise / tf.math.reduce_variance(query_embeddings, axis=1, keepdims=True)

@@ -27,5 +27,5 @@ class SquaredEuclideanDistance(Distance):
     default_name = "squared_euclidean"
     default_aliases = ("sql2", "sqeuclidean")
 
-    def call(self, query: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-        return squared_euclidean(query, key)
+    def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
+        return squared_euclidean(query_embeddings, key_embeddings)

@@ -84,24 +84,39 @@ class Barlow(GlobalBatchLoss):
         self.epsilon = check_number("epsilon", epsilon, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_true.dtype)
-        za, zb = gather_global_batch(tf.cast(y_true, dtype), tf.cast(y_pred, dtype))
+    def call(self, za: tf.Tensor, zb: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(za.dtype)
+        za, zb = gather_global_batch(tf.cast(za, dtype), tf.cast(zb, dtype))
         n = tf.shape(za)[0]
         self._check_global_batch(n)
 
-        c = tf.matmul(self._standardise(za), self._standardise(zb), transpose_a=True)
+        c = tf.matmul(self.standardize_columns(za), self.standardize_columns(zb), transpose_a=True)
         c = c / tf.cast(n, dtype)
-        diagonal = tf.linalg.diag_part(c)
-        on_diagonal = tf.reduce_sum(tf.square(1.0 - diagonal))
-        off_diagonal = tf.reduce_sum(tf.square(c - tf.linalg.diag(diagonal)))
+        on_diagonal = tf.reduce_sum(tf.square(1.0 - tf.linalg.diag_part(c)))
+        off_diagonal = tf.reduce_sum(tf.square(self.off_diagonal(c)))
         return on_diagonal + self.lambda_ * off_diagonal + self.margin
 
-    def _standardise(self, z: tf.Tensor) -> tf.Tensor:
-        mean, variance = tf.nn.moments(z, axes=[0])
-        return (z - mean) * tf.math.rsqrt(variance + self.epsilon)
+    def off_diagonal(self, x: tf.Tensor) -> tf.Tensor:
+        """Returns the off-diagonal entries of the square matrix `x`, row by row, flat."""
+        return off_diagonal(x)
+
+    def standardize_columns(self, x: tf.Tensor) -> tf.Tensor:
+        """Returns `x` with each column centred and divided by `sqrt(variance + epsilon)`.
+
+        0.17 divided by the standard deviation without `epsilon` (and gave 0
+        for a constant column); `epsilon=0.0` reproduces it for the others.
+        """
+        mean, variance = tf.nn.moments(x, axes=[0])
+        return (x - mean) * tf.math.rsqrt(variance + self.epsilon)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(lambda_=self.lambda_, margin=self.margin, epsilon=self.epsilon)
         return config
+
+
+def off_diagonal(x: tf.Tensor) -> tf.Tensor:
+    """Returns the off-diagonal entries of the square matrix `x`, row by row, as a vector."""
+    x = tf.convert_to_tensor(x)
+    keep = tf.logical_not(tf.eye(tf.shape(x)[0], dtype=tf.bool))
+    return tf.boolean_mask(x, keep)

@@ -7,9 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_number
+from tensorflow_similarity._validation import check_bool, check_number
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss, anchor_terms
 from tensorflow_similarity.losses.mining import masked_logsumexp
 
 
@@ -45,6 +45,8 @@ class CircleLoss(MetricLoss):
         name: Name of the loss. Defaults to `"CircleLoss"`.
         reduction: See `MetricLoss`.
         dtype: See `MetricLoss`.
+        remove_diagonal: 0.17's switch: `False` counts each anchor as one of
+            its own positives (at distance 0). Defaults to `True`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -71,8 +73,10 @@ class CircleLoss(MetricLoss):
         name: str = "CircleLoss",
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
+        remove_diagonal: bool = True,
     ) -> None:
         owner = type(self).__name__
+        self.remove_diagonal = check_bool("remove_diagonal", remove_diagonal, owner=owner)
         self.gamma = check_number("gamma", gamma, positive=True, owner=owner)
         self.margin = check_number("margin", margin, owner=owner)
         super().__init__(distance=distance, name=name, reduction=reduction, dtype=dtype)
@@ -93,5 +97,42 @@ class CircleLoss(MetricLoss):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(self.distance_config(), gamma=self.gamma, margin=self.margin)
+        config.update(
+            self.distance_config(),
+            gamma=self.gamma,
+            margin=self.margin,
+            remove_diagonal=self.remove_diagonal,
+        )
         return config
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def circle_loss(
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+    distance: Distance | str,
+    remove_diagonal: bool = True,
+    gamma: float = 80.0,
+    margin: float = 0.4,
+) -> tf.Tensor:
+    """Returns the `[n, 1]` per-anchor terms of `CircleLoss` (0.17's functional form).
+
+    The terms are the paper's `log(1 + S_p S_n)` (see `CircleLoss` for 0.17's
+    larger value).
+
+    Args:
+        query_labels: `[n]` or `[n, 1]` integer labels of the anchors.
+        query_embeddings: `[n, d]` anchor embeddings.
+        key_labels: `[m]` or `[m, 1]` labels of the keys, whose first `n`
+            rows are the anchors.
+        key_embeddings: `[m, d]` key embeddings.
+        distance: A `Distance` or its name, expected in `[0, 2]`.
+        remove_diagonal: See `CircleLoss`. Defaults to `True`.
+        gamma: Scale. Defaults to `80.0`.
+        margin: Relaxation margin. Defaults to `0.4`.
+    """
+    loss = CircleLoss(distance, gamma, margin, remove_diagonal=remove_diagonal)
+    terms = anchor_terms(loss, query_labels, query_embeddings, key_labels, key_embeddings)
+    return terms[:, tf.newaxis]

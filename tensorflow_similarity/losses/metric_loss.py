@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -32,6 +33,7 @@ def _keras_distributed_build(labels: tf.Tensor) -> bool:
     )
 
 
+@keras.saving.register_keras_serializable(package="Similarity")
 class MetricLoss(keras.losses.Loss):
     """Base class of the losses of labelled embeddings: `loss(labels, embeddings)`.
 
@@ -74,10 +76,19 @@ class MetricLoss(keras.losses.Loss):
     `model.compute_loss(y=..., y_pred=...)` call), since `fit`'s build would
     call the model on the packed batch.
 
+    A loss function can also be wrapped without subclassing, 0.17's way:
+    `MetricLoss(fn, reduction, name, **kwargs)` calls
+    `fn(query_labels, query_embeddings, key_labels, key_embeddings, **kwargs)`
+    (with `distance=` among the keyword arguments when one is given, as a
+    `Distance`) on the global batch as both queries and keys, the first rows
+    of the keys being the queries, as 0.17's functional losses
+    (`triplet_loss`, `pn_loss`, ...) take them. It must return one term per
+    query, `[n]` or `[n, 1]`; the labels reach it as `[n]` int64, the
+    embeddings in the computation dtype.
+
     Args:
-        distance: The `Distance` between embeddings: an instance, a name or
-            its serialised config; `None` for losses that use none.
-        name: Name of the loss.
+        fn: `None` for a subclass implementing `per_anchor_loss`, or a loss
+            function as above. Defaults to `None`.
         reduction: `"sum_over_batch_size"` (default), `"mean"` or
             `"mean_with_sample_weight"`: the mean over the global batch's
             anchors, divided by `K` in a replica context with `K > 1`
@@ -88,27 +99,74 @@ class MetricLoss(keras.losses.Loss):
             their sum by the global batch size (as
             `tf.nn.compute_average_loss(values, global_batch_size=N)` does)
             for the global mean. Without a strategy these are the usual sum
-            and per-anchor values.
+            and per-anchor values. `"auto"` (0.17's default) means
+            `"sum_over_batch_size"`.
+        name: Name of the loss.
+        distance: The `Distance` between embeddings: an instance, a name or
+            its serialised config; `None` for losses that use none.
         dtype: Dtype of the result of Keras' loss wrapper; the computation
             itself runs in the embeddings' dtype promoted to at least float32.
+        **kwargs: With `fn`, passed to it on every call; without, none is
+            accepted.
 
     Raises:
         ValueError: On labels that are not integers of shape `[n]` or
             `[n, 1]`, embeddings that are not `[n, d]`, labels and embeddings
             of different lengths (checked at run time when unknown while
-            tracing), an unknown distance, or when `sample_weight` is given.
+            tracing), an unknown distance, when `sample_weight` is given, or
+            when `fn` returns other than one term per query.
+        TypeError: If `fn` is not callable, or keyword arguments are given
+            without `fn`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.losses import MetricLoss
+    >>> def spread(query_labels, query_embeddings, key_labels, key_embeddings, distance):
+    ...     return tf.reduce_mean(distance(query_embeddings, key_embeddings), axis=1)
+    >>> loss = MetricLoss(spread, distance="l2")
+    >>> float(loss(np.array([0, 1]), np.array([[0.0, 0.0], [3.0, 4.0]])))
+    2.5
     """
+
+    # The anchor itself is not its own positive; 0.17's `remove_diagonal=False`
+    # (accepted by the losses 0.17 gave it to) sets this to False.
+    remove_diagonal: bool = True
 
     def __init__(
         self,
-        distance: Distance | str | None = None,
-        name: str | None = None,
+        fn: Callable[..., Any] | dict | None = None,
         reduction: str | None = "sum_over_batch_size",
+        name: str | None = None,
+        *,
+        distance: Distance | str | dict | None = None,
         dtype: Any = None,
+        **kwargs: Any,
     ) -> None:
+        if isinstance(fn, dict):
+            fn = keras.saving.deserialize_keras_object(fn)
+        if fn is not None and (not callable(fn) or isinstance(fn, Distance)):
+            raise TypeError(
+                f"MetricLoss's first argument is a loss function fn(query_labels, "
+                f"query_embeddings, key_labels, key_embeddings, **kwargs) (0.17's order). "
+                f"Received fn={fn!r}; pass a distance as distance=..."
+            )
+        if fn is None and kwargs:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected keyword arguments {sorted(kwargs)}: "
+                "keyword arguments are passed to a wrapped loss function, and there is none "
+                "(MetricLoss(fn, ...))."
+            )
         if isinstance(distance, dict):
             distance = keras.saving.deserialize_keras_object(distance)
+        if reduction == "auto":
+            reduction = "sum_over_batch_size"
         self.distance = None if distance is None else distance_canonicalizer(distance)
+        self.fn = fn
+        self._fn_kwargs = dict(kwargs)
+        if fn is not None and self.distance is not None:
+            self._fn_kwargs["distance"] = self.distance
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def per_anchor_loss(
@@ -127,17 +185,37 @@ class MetricLoss(keras.losses.Loss):
                 the anchors.
             key_embeddings: `[m, d]` key embeddings.
         """
-        raise NotImplementedError(f"{type(self).__name__} must implement per_anchor_loss.")
+        if self.fn is None:
+            raise NotImplementedError(f"{type(self).__name__} must implement per_anchor_loss.")
+        terms = tf.convert_to_tensor(
+            self.fn(query_labels, query_embeddings, key_labels, key_embeddings, **self._fn_kwargs)
+        )
+        n = query_labels.shape[0]
+        if terms.shape.num_elements() is not None and n is not None:
+            if terms.shape.num_elements() != n:
+                raise ValueError(
+                    f"The loss function {getattr(self.fn, '__name__', self.fn)!r} returned a "
+                    f"tensor of shape {terms.shape} for {n} queries. Return one term per "
+                    "query, of shape [n] or [n, 1]."
+                )
+        return tf.reshape(terms, tf.shape(query_labels))
 
-    def call(self, labels: tf.Tensor, embeddings: tf.Tensor) -> tf.Tensor:
-        """Returns the `[n]` terms of a batch's anchors against that batch."""
-        return self.per_anchor_loss(labels, embeddings, labels, embeddings)
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms of a batch's anchors (labels `y_true`, embeddings `y_pred`)."""
+        return self.per_anchor_loss(y_true, y_pred, y_true, y_pred)
 
     def pair_masks(
         self, query_labels: tf.Tensor, key_labels: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Returns the positive (self excluded) and negative pair masks."""
-        return pair_masks(query_labels, key_labels)
+        """Returns the positive and negative pair masks.
+
+        The anchor itself is not among its positives, unless the loss was
+        built with 0.17's `remove_diagonal=False`.
+        """
+        positive, negative = pair_masks(query_labels, key_labels)
+        if not self.remove_diagonal:
+            positive = tf.logical_not(negative)
+        return positive, negative
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
         if sample_weight is not None:
@@ -229,8 +307,39 @@ class MetricLoss(keras.losses.Loss):
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["dtype"] = self.dtype
+        if self.fn is not None:
+            config["fn"] = keras.saving.serialize_keras_object(self.fn)
+            for key, value in self._fn_kwargs.items():
+                if isinstance(value, Distance):
+                    value = keras.saving.serialize_keras_object(value)
+                elif isinstance(value, (tf.Tensor, tf.Variable)):
+                    value = value.numpy().tolist()
+                config[key] = value
         return config
 
     def distance_config(self) -> dict[str, Any]:
         """Returns the distance as plain config values, for subclasses' `get_config`."""
         return {"distance": keras.saving.serialize_keras_object(self.distance)}
+
+
+def anchor_terms(
+    loss: MetricLoss,
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+) -> tf.Tensor:
+    """Returns `loss.per_anchor_loss` of 0.17-style arguments: the `[n]` terms of the queries.
+
+    The functional losses (`triplet_loss`, `pn_loss`, ...) are this over
+    their class: labels `[n]` or `[n, 1]` of any integer dtype, embeddings
+    of any float dtype (computed in at least float32), the first keys being
+    the queries. Nothing is gathered across replicas.
+    """
+    query_labels = tf.cast(tf.reshape(tf.convert_to_tensor(query_labels), [-1]), tf.int64)
+    key_labels = tf.cast(tf.reshape(tf.convert_to_tensor(key_labels), [-1]), tf.int64)
+    query_embeddings = tf.convert_to_tensor(query_embeddings)
+    dtype = computation_dtype(query_embeddings.dtype)
+    query_embeddings = tf.cast(query_embeddings, dtype)
+    key_embeddings = tf.cast(tf.convert_to_tensor(key_embeddings), dtype)
+    return loss.per_anchor_loss(query_labels, query_embeddings, key_labels, key_embeddings)

@@ -78,18 +78,47 @@ class MultiNegativesRankLoss(GlobalBatchLoss):
         self.scale = check_number("scale", scale, positive=True, owner=type(self).__name__)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_true.dtype)
-        queries, keys = gather_global_batch(tf.cast(y_true, dtype), tf.cast(y_pred, dtype))
-        logits = self.scale * self.distance(queries, keys)
-        targets = tf.range(tf.shape(queries)[0])
-        per_query = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    def call(self, query_emb: tf.Tensor, key_emb: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(query_emb.dtype)
+        queries, keys = gather_global_batch(tf.cast(query_emb, dtype), tf.cast(key_emb, dtype))
+        per_query = self.query_terms(queries, keys)
         return tf.math.divide_no_nan(
             tf.reduce_sum(per_query), tf.cast(tf.size(per_query), per_query.dtype)
         )
+
+    def query_terms(self, queries: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms `-s_ii + log sum_j exp(s_ij)` of these queries and keys."""
+        logits = self.scale * self.distance(queries, keys)
+        targets = tf.range(tf.shape(queries)[0])
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["distance"] = keras.saving.serialize_keras_object(self.distance)
         config["scale"] = self.scale
         return config
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def multineg_ranking_loss(
+    query_emb: Any, key_emb: Any, scale: float, distance: Distance | str
+) -> tf.Tensor:
+    """Returns the `[n]` per-query terms of `MultiNegativesRankLoss` (0.17's functional form).
+
+    Without 0.17's extra key at similarity 0 (see `MultiNegativesRankLoss`);
+    nothing is gathered across replicas.
+
+    Args:
+        query_emb: `[n, d]` query embeddings.
+        key_emb: `[n, d]` key embeddings, row `i` the positive of query `i`.
+        scale: Similarity scale `> 0`.
+        distance: The inner product (`"inner_product"` or an
+            `InnerProductSimilarity`).
+
+    Raises:
+        ValueError: For another distance or a bad scale.
+    """
+    loss = MultiNegativesRankLoss(distance=distance, scale=scale)
+    queries = tf.convert_to_tensor(query_emb)
+    dtype = computation_dtype(queries.dtype)
+    return loss.query_terms(tf.cast(queries, dtype), tf.cast(tf.convert_to_tensor(key_emb), dtype))

@@ -7,9 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_number
+from tensorflow_similarity._validation import check_bool, check_number
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss, anchor_terms
 from tensorflow_similarity.losses.mining import masked_logsumexp, masked_max, masked_min
 
 
@@ -46,6 +46,8 @@ class MultiSimilarityLoss(MetricLoss):
         name: Name of the loss. Defaults to `"MultiSimilarityLoss"`.
         reduction: See `MetricLoss`.
         dtype: See `MetricLoss`.
+        remove_diagonal: 0.17's switch: `False` counts each anchor as one of
+            its own positives (at distance 0). Defaults to `True`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -75,8 +77,10 @@ class MultiSimilarityLoss(MetricLoss):
         name: str = "MultiSimilarityLoss",
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
+        remove_diagonal: bool = True,
     ) -> None:
         owner = type(self).__name__
+        self.remove_diagonal = check_bool("remove_diagonal", remove_diagonal, owner=owner)
         self.alpha = check_number("alpha", alpha, positive=True, owner=owner)
         self.beta = check_number("beta", beta, positive=True, owner=owner)
         self.epsilon = check_number("epsilon", epsilon, owner=owner)
@@ -116,5 +120,43 @@ class MultiSimilarityLoss(MetricLoss):
             epsilon=self.epsilon,
             lmda=self.lmda,
             center=self.center,
+            remove_diagonal=self.remove_diagonal,
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def multisimilarity_loss(
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+    distance: Distance | str,
+    remove_diagonal: bool = True,
+    alpha: float = 2.0,
+    beta: float = 40.0,
+    epsilon: float = 0.1,
+    lmda: float = 0.5,
+    center: float = 1.0,
+) -> tf.Tensor:
+    """Returns the `[n, 1]` per-anchor terms of `MultiSimilarityLoss` (0.17's functional form).
+
+    Args:
+        query_labels: `[n]` or `[n, 1]` integer labels of the anchors.
+        query_embeddings: `[n, d]` anchor embeddings.
+        key_labels: `[m]` or `[m, 1]` labels of the keys, whose first `n`
+            rows are the anchors.
+        key_embeddings: `[m, d]` key embeddings.
+        distance: A `Distance` or its name.
+        remove_diagonal: See `MultiSimilarityLoss`. Defaults to `True`.
+        alpha: Positive scale. Defaults to `2.0`.
+        beta: Negative scale. Defaults to `40.0`.
+        epsilon: Mining margin. Defaults to `0.1`.
+        lmda: Weighting offset. Defaults to `0.5`.
+        center: Expected distance. Defaults to `1.0`.
+    """
+    loss = MultiSimilarityLoss(
+        distance, alpha, beta, epsilon, lmda, center, remove_diagonal=remove_diagonal
+    )
+    terms = anchor_terms(loss, query_labels, query_embeddings, key_labels, key_embeddings)
+    return terms[:, tf.newaxis]

@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.losses.metric_loss import anchor_terms
 from tensorflow_similarity.losses.triplet_loss import TripletLoss
 
 
@@ -35,6 +36,8 @@ class PNLoss(TripletLoss):
         name: Name of the loss. Defaults to `"PNLoss"`.
         reduction: See `MetricLoss`.
         dtype: See `MetricLoss`.
+        remove_diagonal: 0.17's switch: `False` counts each anchor as one of
+            its own positives (at distance 0). Defaults to `True`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -61,6 +64,7 @@ class PNLoss(TripletLoss):
         name: str = "PNLoss",
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
+        remove_diagonal: bool = True,
     ) -> None:
         super().__init__(
             distance=distance,
@@ -70,6 +74,7 @@ class PNLoss(TripletLoss):
             name=name,
             reduction=reduction,
             dtype=dtype,
+            remove_diagonal=remove_diagonal,
         )
 
     def negative_distance(self, d_an, key_embeddings, positive, negative):
@@ -79,3 +84,40 @@ class PNLoss(TripletLoss):
         # distance objects only compute pairwise matrices.
         d_pn = tf.linalg.diag_part(self.distance(positives, negatives))
         return tf.minimum(d_an, d_pn)
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def pn_loss(
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+    distance: Distance | str,
+    remove_diagonal: bool = True,
+    positive_mining_strategy: str = "hard",
+    negative_mining_strategy: str = "semi-hard",
+    margin: float | None = None,
+) -> tf.Tensor:
+    """Returns the `[n, 1]` per-anchor terms of `PNLoss` (0.17's functional form).
+
+    Args:
+        query_labels: `[n]` or `[n, 1]` integer labels of the anchors.
+        query_embeddings: `[n, d]` anchor embeddings.
+        key_labels: `[m]` or `[m, 1]` labels of the keys, whose first `n`
+            rows are the anchors.
+        key_embeddings: `[m, d]` key embeddings.
+        distance: A `Distance` or its name.
+        remove_diagonal: See `PNLoss`. Defaults to `True`.
+        positive_mining_strategy: See `PNLoss`. Defaults to `"hard"`.
+        negative_mining_strategy: See `PNLoss`. Defaults to `"semi-hard"`.
+        margin: See `PNLoss`. Defaults to `None` (soft margin).
+    """
+    loss = PNLoss(
+        distance,
+        positive_mining_strategy,
+        negative_mining_strategy,
+        margin,
+        remove_diagonal=remove_diagonal,
+    )
+    terms = anchor_terms(loss, query_labels, query_embeddings, key_labels, key_embeddings)
+    return terms[:, tf.newaxis]

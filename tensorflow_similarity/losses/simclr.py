@@ -77,9 +77,9 @@ class SimCLRLoss(GlobalBatchLoss):
         )
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_true.dtype)
-        z1, z2 = tf.cast(y_true, dtype), tf.cast(y_pred, dtype)
+    def call(self, za: tf.Tensor, zb: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(za.dtype)
+        z1, z2 = tf.cast(za, dtype), tf.cast(zb, dtype)
         per_sample = self.reduction in (None, "none")
         if per_sample:
             # Gathered with the views, each row's replica id marks this replica's samples.
@@ -90,16 +90,47 @@ class SimCLRLoss(GlobalBatchLoss):
         n = tf.shape(z1)[0]
         self._check_global_batch(n)
 
-        u = tf.math.l2_normalize(tf.concat([z1, z2], axis=0), axis=1)
-        logits = tf.matmul(u, u, transpose_b=True) / self.temperature
-        # -inf removes an anchor's similarity with itself from its softmax exactly.
-        logits = tf.where(tf.eye(2 * n, dtype=tf.bool), tf.constant(-float("inf"), dtype), logits)
-        positives = tf.concat([tf.range(n, 2 * n), tf.range(n)], axis=0)
-        per_anchor = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=positives, logits=logits)
+        u1, u2 = tf.math.l2_normalize(z1, axis=1), tf.math.l2_normalize(z2, axis=1)
+        per_anchor = tf.concat([self.contrast(u1, u2), self.contrast(u2, u1)], axis=0)
         if per_sample:
             terms = 0.5 * (per_anchor[:n] + per_anchor[n:])
             return tf.boolean_mask(terms, tf.equal(owner, replica))
         return tf.reduce_mean(per_anchor)
+
+    def contrast(self, hidden1: tf.Tensor, hidden2: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` cross-entropy terms of the anchors `hidden1`.
+
+        Anchor `i`'s softmax runs over `hidden2` (its positive is row `i`)
+        and the other rows of `hidden1`, on similarities `<a, b> / T`; the
+        rows are used as given (`call` L2-normalises them first). 0.17's
+        `contrast` also gathered the other replicas' rows; `call` does that
+        here, before.
+
+        Args:
+            hidden1: `[n, d]` anchors.
+            hidden2: `[n, d]` their positives, row for row.
+        """
+        n = tf.shape(hidden1)[0]
+        across = tf.matmul(hidden1, hidden2, transpose_b=True) / self.temperature
+        within = tf.matmul(hidden1, hidden1, transpose_b=True) / self.temperature
+        # -inf removes an anchor's similarity with itself from its softmax exactly.
+        within = tf.where(
+            tf.eye(n, dtype=tf.bool), tf.constant(-float("inf"), within.dtype), within
+        )
+        logits = tf.concat([across, within], axis=1)
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.range(n), logits=logits)
+
+    @staticmethod
+    def cross_replica_concat(tensor: tf.Tensor, strategy: Any = None) -> tf.Tensor:
+        """Returns `tensor` of every replica, concatenated in replica order (0.17's helper).
+
+        The rows of all replicas in a replica context with several of them
+        (differentiably: gradients flow back to each replica's rows), else
+        `tensor` itself. `strategy` is accepted for 0.17's signature; the
+        replica context's own strategy is used.
+        """
+        (gathered,) = gather_global_batch(tf.convert_to_tensor(tensor))
+        return gathered
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

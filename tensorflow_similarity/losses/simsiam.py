@@ -86,18 +86,12 @@ class SimSiamLoss(GlobalBatchLoss):
         self.margin = check_number("margin", margin, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_pred.dtype)
-        target = tf.math.l2_normalize(tf.stop_gradient(tf.cast(y_true, dtype)), axis=1)
-        prediction = tf.math.l2_normalize(tf.cast(y_pred, dtype), axis=1)
+    def call(self, projector: tf.Tensor, predictor: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(predictor.dtype)
+        target = tf.math.l2_normalize(tf.stop_gradient(tf.cast(projector, dtype)), axis=1)
+        prediction = tf.math.l2_normalize(tf.cast(predictor, dtype), axis=1)
         cosines = tf.reduce_sum(target * prediction, axis=1)
-        if self.projection_type == "negative_cosine_sim":
-            terms = -cosines
-        elif self.projection_type == "cosine_distance":
-            terms = 1.0 - cosines
-        else:
-            terms = tf.acos(tf.clip_by_value(cosines, -1.0, 1.0)) / math.pi
-        terms = terms + self.margin
+        terms = _PROJECTIONS[self.projection_type](cosines) + self.margin
         if self.reduction in (None, "none"):
             return terms
         total = global_sum(tf.stack([tf.reduce_sum(terms), tf.cast(tf.shape(terms)[0], dtype)]))
@@ -107,3 +101,29 @@ class SimSiamLoss(GlobalBatchLoss):
         config = super().get_config()
         config.update(projection_type=self.projection_type, margin=self.margin)
         return config
+
+
+def negative_cosine_sim(sim: tf.Tensor) -> tf.Tensor:
+    """Returns `-sim`: the per-sample term of `projection_type="negative_cosine_sim"`."""
+    return -sim
+
+
+def cosine_distance(sim: tf.Tensor) -> tf.Tensor:
+    """Returns `1 - sim`: the per-sample term of `projection_type="cosine_distance"`."""
+    return 1.0 - sim
+
+
+def angular_distance(sim: tf.Tensor) -> tf.Tensor:
+    """Returns `arccos(sim) / pi`, the term of `projection_type="angular_distance"`.
+
+    Cosines are clipped to `[-1, 1]` first: 0.17 gave NaN for a cosine that
+    rounding put just above 1.
+    """
+    return tf.acos(tf.clip_by_value(sim, -1.0, 1.0)) / math.pi
+
+
+_PROJECTIONS = {
+    "negative_cosine_sim": negative_cosine_sim,
+    "cosine_distance": cosine_distance,
+    "angular_distance": angular_distance,
+}

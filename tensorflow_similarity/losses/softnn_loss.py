@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_number
+from tensorflow_similarity._validation import check_bool, check_number
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss, anchor_terms
 from tensorflow_similarity.losses.mining import masked_logsumexp
 
 
@@ -38,6 +39,12 @@ class SoftNearestNeighborLoss(MetricLoss):
         name: Name of the loss. Defaults to `"SoftNearestNeighborLoss"`.
         reduction: See `MetricLoss`.
         dtype: See `MetricLoss`.
+        remove_diagonal: Accepted for 0.17's signature; the anchor is never
+            in its own neighbourhood. 0.17 excluded it from both sums either
+            way, and `False` only added `-log(1e-9) = 20.72` for each anchor
+            alone in its class (a constant without gradient); here such an
+            anchor contributes 0 whatever the value, and `False` warns.
+            Defaults to `True`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -63,10 +70,21 @@ class SoftNearestNeighborLoss(MetricLoss):
         name: str = "SoftNearestNeighborLoss",
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
+        remove_diagonal: bool = True,
     ) -> None:
-        self.temperature = check_number(
-            "temperature", temperature, positive=True, owner=type(self).__name__
-        )
+        owner = type(self).__name__
+        self.temperature = check_number("temperature", temperature, positive=True, owner=owner)
+        # Kept for get_config only: the loss never counts the anchor itself.
+        self.remove_diagonal_017 = check_bool("remove_diagonal", remove_diagonal, owner=owner)
+        if not remove_diagonal:
+            warnings.warn(
+                "SoftNearestNeighborLoss(remove_diagonal=False) computes the same loss as "
+                "remove_diagonal=True: 0.17 then added -log(1e-9) = 20.72 to the term of "
+                "each anchor alone in its class, a constant with no gradient; here those "
+                "anchors contribute 0. Drop remove_diagonal.",
+                UserWarning,
+                stacklevel=2,
+            )
         super().__init__(distance=distance, name=name, reduction=reduction, dtype=dtype)
 
     def per_anchor_loss(self, query_labels, query_embeddings, key_labels, key_embeddings):
@@ -79,5 +97,35 @@ class SoftNearestNeighborLoss(MetricLoss):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(self.distance_config(), temperature=self.temperature)
+        config.update(
+            self.distance_config(),
+            temperature=self.temperature,
+            remove_diagonal=self.remove_diagonal_017,
+        )
         return config
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def soft_nn_loss(
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+    distance: Distance | str,
+    temperature: float,
+    remove_diagonal: bool = True,
+) -> tf.Tensor:
+    """Returns the `[n]` per-anchor terms of `SoftNearestNeighborLoss` (0.17's functional form).
+
+    Args:
+        query_labels: `[n]` or `[n, 1]` integer labels of the anchors.
+        query_embeddings: `[n, d]` anchor embeddings.
+        key_labels: `[m]` or `[m, 1]` labels of the keys, whose first `n`
+            rows are the anchors.
+        key_embeddings: `[m, d]` key embeddings.
+        distance: A `Distance` or its name.
+        temperature: Temperature `> 0`.
+        remove_diagonal: See `SoftNearestNeighborLoss`. Defaults to `True`.
+    """
+    loss = SoftNearestNeighborLoss(distance, temperature, remove_diagonal=remove_diagonal)
+    return anchor_terms(loss, query_labels, query_embeddings, key_labels, key_embeddings)

@@ -7,9 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_choice, check_number
+from tensorflow_similarity._validation import check_bool, check_choice, check_number
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.metric_loss import MetricLoss, anchor_terms
 from tensorflow_similarity.losses.mining import (
     NEGATIVE_STRATEGIES,
     POSITIVE_STRATEGIES,
@@ -51,6 +51,8 @@ class TripletLoss(MetricLoss):
         name: Name of the loss. Defaults to `"TripletLoss"`.
         reduction: See `MetricLoss`.
         dtype: See `MetricLoss`.
+        remove_diagonal: 0.17's switch: `False` counts each anchor as one of
+            its own positives (at distance 0). Defaults to `True`.
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -78,8 +80,10 @@ class TripletLoss(MetricLoss):
         name: str = "TripletLoss",
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
+        remove_diagonal: bool = True,
     ) -> None:
         owner = type(self).__name__
+        self.remove_diagonal = check_bool("remove_diagonal", remove_diagonal, owner=owner)
         self.positive_mining_strategy = check_choice(
             "positive_mining_strategy", positive_mining_strategy, POSITIVE_STRATEGIES, owner=owner
         )
@@ -116,5 +120,45 @@ class TripletLoss(MetricLoss):
             positive_mining_strategy=self.positive_mining_strategy,
             negative_mining_strategy=self.negative_mining_strategy,
             margin=self.margin,
+            remove_diagonal=self.remove_diagonal,
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+def triplet_loss(
+    query_labels: Any,
+    query_embeddings: Any,
+    key_labels: Any,
+    key_embeddings: Any,
+    distance: Distance | str,
+    remove_diagonal: bool = True,
+    positive_mining_strategy: str = "hard",
+    negative_mining_strategy: str = "semi-hard",
+    margin: float | None = None,
+) -> tf.Tensor:
+    """Returns the `[n, 1]` per-anchor terms of `TripletLoss` (0.17's functional form).
+
+    `MetricLoss(triplet_loss, distance="cosine")` is `TripletLoss()`.
+
+    Args:
+        query_labels: `[n]` or `[n, 1]` integer labels of the anchors.
+        query_embeddings: `[n, d]` anchor embeddings.
+        key_labels: `[m]` or `[m, 1]` labels of the keys, whose first `n`
+            rows are the anchors.
+        key_embeddings: `[m, d]` key embeddings.
+        distance: A `Distance` or its name.
+        remove_diagonal: See `TripletLoss`. Defaults to `True`.
+        positive_mining_strategy: See `TripletLoss`. Defaults to `"hard"`.
+        negative_mining_strategy: See `TripletLoss`. Defaults to `"semi-hard"`.
+        margin: See `TripletLoss`. Defaults to `None` (soft margin).
+    """
+    loss = TripletLoss(
+        distance,
+        positive_mining_strategy,
+        negative_mining_strategy,
+        margin,
+        remove_diagonal=remove_diagonal,
+    )
+    terms = anchor_terms(loss, query_labels, query_embeddings, key_labels, key_embeddings)
+    return terms[:, tf.newaxis]

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tensorflow_similarity._validation import check_number
 from tensorflow_similarity.collectives import gather_global_batch
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+from tensorflow_similarity.losses.barlow import off_diagonal
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -103,27 +104,40 @@ class VicReg(GlobalBatchLoss):
         self.std_const = check_number(given, std_const, low=0, owner=owner)
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        dtype = computation_dtype(y_true.dtype)
-        za, zb = gather_global_batch(tf.cast(y_true, dtype), tf.cast(y_pred, dtype))
-        self._check_global_batch(tf.shape(za)[0])
+    def call(self, za: tf.Tensor, zb: tf.Tensor) -> tf.Tensor:
+        dtype = computation_dtype(za.dtype)
+        za, zb = gather_global_batch(tf.cast(za, dtype), tf.cast(zb, dtype))
+        n = tf.shape(za)[0]
+        self._check_global_batch(n)
 
         invariance = tf.reduce_mean(tf.square(za - zb))
+        za, zb = self.mean_center_columns(za), self.mean_center_columns(zb)
         variance = (self._variance(za) + self._variance(zb)) / 2.0
-        covariance = self._covariance(za) + self._covariance(zb)
+        covariance = self.cov_loss_each(za, n) + self.cov_loss_each(zb, n)
         return self.lambda_ * invariance + self.mu * variance + self.nu * covariance
 
-    def _variance(self, z: tf.Tensor) -> tf.Tensor:
-        centred = z - tf.reduce_mean(z, axis=0)
-        unbiased = tf.reduce_sum(tf.square(centred), axis=0) / _bessel(z)
+    def _variance(self, centred: tf.Tensor) -> tf.Tensor:
+        unbiased = tf.reduce_sum(tf.square(centred), axis=0) / _bessel(centred)
         std = tf.sqrt(unbiased + self.std_const)
         return tf.reduce_mean(tf.nn.relu(self.gamma - std))
 
-    def _covariance(self, z: tf.Tensor) -> tf.Tensor:
-        centred = z - tf.reduce_mean(z, axis=0)
-        cov = tf.matmul(centred, centred, transpose_a=True) / _bessel(z)
-        off_diagonal = cov - tf.linalg.diag(tf.linalg.diag_part(cov))
-        return tf.reduce_sum(tf.square(off_diagonal)) / tf.cast(tf.shape(z)[1], z.dtype)
+    def off_diagonal(self, x: tf.Tensor) -> tf.Tensor:
+        """Returns the off-diagonal entries of the square matrix `x`, row by row, flat."""
+        return off_diagonal(x)
+
+    def cov_loss_each(self, z: tf.Tensor, batch_size: Any) -> tf.Tensor:
+        """Returns the covariance term of one view: `sum_{i != j} C_ij^2 / d`.
+
+        Args:
+            z: `[batch, d]` mean-centred embeddings (`mean_center_columns`).
+            batch_size: Their number of rows; `C = z^T z / (batch_size - 1)`.
+        """
+        c = tf.matmul(z, z, transpose_a=True) / tf.cast(batch_size - 1, z.dtype)
+        return tf.reduce_sum(tf.square(self.off_diagonal(c))) / tf.cast(tf.shape(z)[1], z.dtype)
+
+    def mean_center_columns(self, x: tf.Tensor) -> tf.Tensor:
+        """Returns `x` minus the mean of each of its columns."""
+        return x - tf.reduce_mean(x, axis=0)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -38,7 +38,9 @@ class IndexLookupMixin:
     Arguments are checked before anything is predicted or changed: a bad
     call leaves the index as it was. A model gets its index from `compile`
     or `create_index`; one used before either gets the default index
-    (cosine distance, exact linear search, memory store).
+    (cosine distance, exact linear search, memory store). A model that
+    `compile` could not give an index yet (a subclassed model not built
+    then) gets the one `compile` was asked for when first used.
 
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
@@ -51,6 +53,8 @@ class IndexLookupMixin:
     """
 
     _ix: Indexer | None = None
+    # `create_index` arguments recorded by `compile`, for an index made later.
+    _index_settings: dict[str, Any] | None = None
     index_batch_size: int = 256
 
     # Hooks.
@@ -69,7 +73,7 @@ class IndexLookupMixin:
     @property
     def _index(self) -> Indexer:
         if self._ix is None:
-            self.create_index()
+            self.create_index(**(self._index_settings or {}))
         return self._ix
 
     @_index.setter
@@ -273,6 +277,7 @@ class IndexLookupMixin:
         x = np.asarray(x)
         expected = self._index_input_shape()
         if expected is not None:
+            x = keras_rank_adjusted(x, expected)
             shape = x.shape[1:]
             fits = len(shape) == len(expected) and all(
                 e is None or e == s for e, s in zip(expected, shape, strict=True)
@@ -298,6 +303,25 @@ class IndexLookupMixin:
                 f"k={k} neighbours were asked for but the index holds {size} examples. Use "
                 f"k <= {size}, or index more examples."
             )
+
+
+def keras_rank_adjusted(x: np.ndarray, expected: tuple[int | None, ...]) -> np.ndarray:
+    """Returns `x` with the one rank change a Functional Keras model makes to its input.
+
+    Keras' `fit` and `predict` add a missing trailing axis of size 1 (MNIST's
+    `(n, 28, 28)` for a `(28, 28, 1)` input, as 0.17's notebooks pass) and
+    drop an extra one (`(n, 28, 28, 1, 1)`); nothing else. The index API
+    accepts the same batches, so what trains also indexes.
+
+    Args:
+        x: A batch of examples.
+        expected: The model's input shape, without the batch axis.
+    """
+    if x.ndim == len(expected) and expected and expected[-1] == 1:
+        return x[..., np.newaxis]
+    if x.ndim == len(expected) + 2 and x.shape[-1] == 1:
+        return x[..., 0]
+    return x
 
 
 def check_length(name: str, values: Any, num: int, required: bool = False) -> None:

@@ -32,7 +32,10 @@ class SimilarityModel(IndexMixin, keras.Model):
     `custom_objects`, and `load_index("model.keras")` restores its index.
 
     Args:
-        inputs: The model's input tensor(s), as for a Functional model.
+        inputs: The model's input tensor(s), as for a Functional model; with
+            `outputs`, `None` (the default) for a subclass that sets its
+            layers and `call` itself (0.17's `SimilarityModel()` style), whose
+            index is made once it is built.
         outputs: Its output tensor(s): the embeddings (or several outputs,
             then `embedding_output` of `compile` picks one).
         name: The model's name.
@@ -50,8 +53,24 @@ class SimilarityModel(IndexMixin, keras.Model):
     >>> model.match(x_test)
     """
 
-    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, **kwargs: Any) -> None:
-        super().__init__(inputs, outputs, name=name, **kwargs)
+    def __init__(
+        self, inputs: Any = None, outputs: Any = None, name: str | None = None, **kwargs: Any
+    ) -> None:
+        if inputs is None and outputs is None:
+            # 0.17's subclass style: `super().__init__()`, layers set in the subclass's
+            # __init__ and its own `call`. Keras makes a class Functional (for good) when
+            # one of its models is built with inputs and outputs.
+            if any(c.__name__ == "Functional" for c in type(self).__mro__):
+                raise TypeError(
+                    f"{type(self).__name__}() without inputs and outputs is a subclass-style "
+                    "model, but a SimilarityModel was built with inputs and outputs in this "
+                    "process, and Keras then made the class Functional. Build subclass-style "
+                    "models in a process that builds no Functional SimilarityModel, or build "
+                    "this one as SimilarityModel(inputs, outputs)."
+                )
+            super().__init__(name=name, **kwargs)
+        else:
+            super().__init__(inputs, outputs, name=name, **kwargs)
         self._ix = None
         self._index_settings: dict[str, Any] | None = None
 
@@ -102,7 +121,8 @@ class SimilarityModel(IndexMixin, keras.Model):
                 without an index; its index API raises.
         """
         distance = canonical_distance(self._auto_distance(distance, loss, embedding_output), loss)
-        if len(self._embedding_output(embedding_output).shape) == 2:
+        unbuilt = not self.built and not hasattr(self, "outputs")
+        if not unbuilt and len(self._embedding_output(embedding_output).shape) == 2:
             self.create_index(
                 distance=distance,
                 search=search,
@@ -113,7 +133,8 @@ class SimilarityModel(IndexMixin, keras.Model):
             )
         else:
             # A feature-map model (include_top=False, pooling=None) still trains; its index
-            # API says why it cannot index when it is called.
+            # API says why it cannot index when it is called. A subclassed model not yet
+            # built gets its index, with these settings, when first used.
             self._ix = None
         self._index_settings = {
             "distance": distance,
@@ -172,7 +193,18 @@ class SimilarityModel(IndexMixin, keras.Model):
     # IndexMixin hooks.
 
     def _embedding_output(self, embedding_output: int | None) -> keras.KerasTensor:
-        outputs = self.outputs
+        if hasattr(self, "outputs"):
+            outputs = self.outputs
+        elif self.built and self.get_build_config():
+            # A subclassed model: its outputs for the shape it was built with.
+            input_shape = self.get_build_config()["input_shape"]
+            spec = self.compute_output_spec(keras.KerasTensor(input_shape))
+            outputs = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+        else:
+            raise ValueError(
+                f"{self.name!r} is a subclassed model not built yet, so its embedding size is "
+                "unknown. Call it on data first (fit, predict) or model.build(input_shape)."
+            )
         if embedding_output is not None and not 0 <= embedding_output < len(outputs):
             raise ValueError(
                 f"embedding_output={embedding_output} but {self.name!r} has {len(outputs)} "
@@ -198,7 +230,7 @@ class SimilarityModel(IndexMixin, keras.Model):
         return predictions
 
     def _index_input_shape(self) -> tuple[int | None, ...] | None:
-        if len(self.inputs) != 1:
+        if not hasattr(self, "inputs") or len(self.inputs) != 1:
             return None
         return tuple(self.inputs[0].shape[1:])
 

@@ -13,12 +13,14 @@ from tensorflow_similarity.training_metrics.shortcuts import (
     sum_neg,
     sum_pos,
 )
+from tensorflow_similarity.training_metrics.utils import batch_class_ratio
 
 __all__ = [
     "DistanceGapMetric",
     "DistanceMetric",
     "avg_neg",
     "avg_pos",
+    "batch_class_ratio",
     "dist_gap",
     "max_neg",
     "max_pos",

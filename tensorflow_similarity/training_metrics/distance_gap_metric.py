@@ -44,14 +44,16 @@ class DistanceGapMetric(keras.metrics.Metric):
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
         self.batches = self.add_variable(shape=(), initializer="zeros", name="batches")
 
-    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        """Adds the batch's gap: `y_true` the labels, `y_pred` the embeddings."""
+    def update_state(self, labels: Any, embeddings: Any, sample_weight: Any = None) -> None:
+        """Adds the batch's gap (Keras passes `y_true` as `labels`, `y_pred` as `embeddings`)."""
         if sample_weight is not None:
             raise ValueError(
                 "DistanceGapMetric does not accept sample_weight: its value couples all the "
                 "batch's embeddings. Drop sample_weight / weighted_metrics for it."
             )
-        gap = self.min_neg.batch_value(y_true, y_pred) - self.max_pos.batch_value(y_true, y_pred)
+        gap = self.min_neg.batch_value(labels, embeddings) - self.max_pos.batch_value(
+            labels, embeddings
+        )
         self.total.assign_add(tf.abs(gap))
         self.batches.assign_add(1.0)
 

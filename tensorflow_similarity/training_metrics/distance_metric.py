@@ -162,8 +162,8 @@ class DistanceMetric(keras.metrics.Metric):
             )
         return tf.cast(value, tf.float32)
 
-    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        """Adds the batch's value: `y_true` the labels, `y_pred` the embeddings.
+    def update_state(self, labels: Any, embeddings: Any, sample_weight: Any = None) -> None:
+        """Adds the batch's value (Keras passes `y_true` as `labels`, `y_pred` as `embeddings`).
 
         Raises:
             ValueError: If `sample_weight` is given (the value couples the batch).
@@ -173,7 +173,7 @@ class DistanceMetric(keras.metrics.Metric):
                 f"{type(self).__name__} does not accept sample_weight: its value couples all "
                 "the batch's embeddings. Drop sample_weight / weighted_metrics for it."
             )
-        self.total.assign_add(self.batch_value(y_true, y_pred))
+        self.total.assign_add(self.batch_value(labels, embeddings))
         self.batches.assign_add(1.0)
 
     def result(self) -> tf.Tensor:

@@ -1,0 +1,29 @@
+"""0.17's module path of the distance metrics and their shortcuts."""
+
+from tensorflow_similarity.training_metrics.distance_gap_metric import DistanceGapMetric
+from tensorflow_similarity.training_metrics.distance_metric import DistanceMetric
+from tensorflow_similarity.training_metrics.shortcuts import (
+    avg_neg,
+    avg_pos,
+    dist_gap,
+    max_neg,
+    max_pos,
+    min_neg,
+    min_pos,
+    sum_neg,
+    sum_pos,
+)
+
+__all__ = [
+    "DistanceGapMetric",
+    "DistanceMetric",
+    "avg_neg",
+    "avg_pos",
+    "dist_gap",
+    "max_neg",
+    "max_pos",
+    "min_neg",
+    "min_pos",
+    "sum_neg",
+    "sum_pos",
+]
