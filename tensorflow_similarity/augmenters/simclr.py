@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+# 0.17's SimCLRAugmenter lived here; its call and arguments are kept in `legacy`.
+from tensorflow_similarity.augmenters.legacy import SimCLRAugmenter
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter
+
+__all__ = ["SimCLRAugmenter", "simclr_augmenter"]
 
 
 def simclr_augmenter(
