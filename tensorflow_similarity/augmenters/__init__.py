@@ -10,7 +10,7 @@ classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
 0.17 code.
 """
 
-from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity.augmenters import augmentation_utils, image_ops
 from tensorflow_similarity.augmenters.barlow import barlow_augmenter
 from tensorflow_similarity.augmenters.glyph_augmenter import GlyphAugmenter
 from tensorflow_similarity.augmenters.legacy import (
@@ -30,6 +30,7 @@ __all__ = [
     "GlyphAugmenter",
     "SimCLRAugmenter",
     "ViewAugmenter",
+    "augmentation_utils",
     "barlow_augmenter",
     "image_ops",
     "simclr_augmenter",

@@ -10,6 +10,7 @@ apart, so that a name disappearing or reappearing fails a test.
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 
@@ -394,3 +395,21 @@ def test_pending_017_names(module):
     names, _ = PENDING_017_NAMES[module]
 
     assert all(hasattr(imported, name) for name in names)
+
+
+def test_augmentation_utils_is_an_attribute_of_a_fresh_import():
+    """0.17's notebooks call tfsim.augmenters.augmentation_utils.* after importing the package
+    alone: checked in a fresh process, where no other test imported the subpackage first."""
+    code = (
+        "import tensorflow_similarity as tfsim; "
+        "print(callable(tfsim.augmenters.augmentation_utils.cropping.crop_and_resize))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "True"
