@@ -51,7 +51,8 @@ EqFunc = Callable[[Any, Any], bool]
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    # Arrays and tensors (0.17's lookups held tensors) compare element-wise.
+    if hasattr(a, "__array__") or hasattr(b, "__array__"):
         a, b = np.asarray(a), np.asarray(b)
         return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
     return bool(a == b)

@@ -34,6 +34,7 @@ from tensorflow_similarity.training_metrics import (
     batch_class_ratio,
     max_pos,
 )
+from tensorflow_similarity.types import Lookup
 from tests.losses import numpy_reference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -246,3 +247,12 @@ def test_simclr_cross_replica_concat():
     for replica in strategy.experimental_local_results(gathered):
         np.testing.assert_array_equal(replica.numpy(), np.concatenate(rows))
     np.testing.assert_array_equal(SimCLRLoss.cross_replica_concat(rows[0], None).numpy(), rows[0])
+
+
+def test_lookups_holding_tensors_compare_element_wise():
+    """0.17's tests compare Lookups whose embeddings are tensors."""
+    first = Lookup(rank=0, distance=0.1, embedding=tf.ones((1, 4)))
+    assert first == Lookup(rank=0, distance=0.1, embedding=tf.ones((1, 4)))
+    assert first != Lookup(rank=0, distance=0.1, embedding=tf.zeros((1, 4)))
+    assert first != Lookup(rank=0, distance=0.1, embedding=tf.ones((4,)))
+    assert first == Lookup(rank=0, distance=0.1, embedding=np.ones((1, 4), np.float32))
