@@ -38,6 +38,8 @@ class MatchMajorityVote(ClassificationMatch):
     def derive_match(
         self, lookup_labels: np.ndarray, lookup_distances: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
+        # Arrays or tensors (0.17 called it with tensors); `match` passes checked arrays.
+        lookup_labels, lookup_distances = np.asarray(lookup_labels), np.asarray(lookup_distances)
         found = np.isfinite(lookup_distances)
         # votes[i, j]: how many of row i's found neighbours share neighbour j's label.
         same = lookup_labels[:, :, np.newaxis] == lookup_labels[:, np.newaxis, :]

@@ -31,4 +31,6 @@ class MatchNearest(ClassificationMatch):
     def derive_match(
         self, lookup_labels: np.ndarray, lookup_distances: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
+        # Arrays or tensors (0.17 called it with tensors); `match` passes checked arrays.
+        lookup_labels, lookup_distances = np.asarray(lookup_labels), np.asarray(lookup_distances)
         return lookup_labels[:, :1], lookup_distances[:, :1]

@@ -28,6 +28,7 @@ from tensorflow_similarity.losses.simsiam import (
     cosine_distance,
     negative_cosine_sim,
 )
+from tensorflow_similarity.matchers import MatchMajorityVote, MatchNearest
 from tensorflow_similarity.samplers import MultiShotMemorySampler
 from tensorflow_similarity.training_metrics import (
     DistanceGapMetric,
@@ -256,3 +257,15 @@ def test_lookups_holding_tensors_compare_element_wise():
     assert first != Lookup(rank=0, distance=0.1, embedding=tf.zeros((1, 4)))
     assert first != Lookup(rank=0, distance=0.1, embedding=tf.ones((4,)))
     assert first == Lookup(rank=0, distance=0.1, embedding=np.ones((1, 4), np.float32))
+
+
+@pytest.mark.parametrize("matcher", [MatchNearest(), MatchMajorityVote()])
+def test_derive_match_takes_tensors_as_0_17_did(matcher):
+    labels = [[10, 12, 10, 12, 10], [20, 13, 13, 20, 30]]
+    distances = [[1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.1, 2.2, 2.3, 2.4]]
+    from_tensors = matcher.derive_match(tf.constant(labels), tf.constant(distances))
+    from_arrays = matcher.derive_match(np.array(labels), np.array(distances, np.float32))
+    for got, want in zip(from_tensors, from_arrays, strict=True):
+        np.testing.assert_array_equal(got, want)
+    # Nearest: the first column. Majority: 10 has 3 votes; 20 and 13 tie and 20 is nearer.
+    np.testing.assert_array_equal(from_tensors[0], [[10], [20]])
