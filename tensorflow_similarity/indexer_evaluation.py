@@ -239,8 +239,19 @@ class IndexerEvaluation:
 
 
 def as_label(label: Any) -> int | None:
+    """`label` as a plain int (or `None`): an int, a NumPy integer, or one in a 1-element array
+    or tensor (0.17's `index_single(x, y=tf.constant([1]))`).
+
+    Raises:
+        ValueError: If `label` holds more than one value.
+    """
+    if label is None:
+        return None
+    array = np.asarray(label)
+    if array.size != 1:
+        raise ValueError(f"A label is one integer (or None); got {array.size} values: {label!r}.")
     # Plain ints: NumPy scalars in Lookups slow every comparison down the line.
-    return None if label is None else int(label)
+    return int(array.reshape(()))
 
 
 def check_labels(labels: Any, num: int, name: str) -> np.ndarray:

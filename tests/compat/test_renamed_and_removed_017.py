@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_similarity as tfsim
 from tensorflow_similarity.augmenters import ContrastiveAugmenter, SimCLRAugmenter
 from tensorflow_similarity.distances import EuclideanDistance, distance_canonicalizer
+from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.losses import (
     Barlow,
     MultiNegativesRankLoss,
@@ -269,3 +270,14 @@ def test_derive_match_takes_tensors_as_0_17_did(matcher):
         np.testing.assert_array_equal(got, want)
     # Nearest: the first column. Majority: 10 has 3 votes; 20 and 13 tie and 20 is nearer.
     np.testing.assert_array_equal(from_tensors[0], [[10], [20]])
+
+
+def test_add_takes_a_label_in_a_one_element_tensor_as_0_17_did():
+    index = Indexer(embedding_size=3, distance="l2")
+    index.add(np.ones(3, np.float32), label=tf.constant([4]))
+    index.add(np.zeros(3, np.float32), label=np.int64(7))
+    assert [index.kv_store.get(i)[1] for i in range(2)] == [4, 7]
+    assert all(type(index.kv_store.get(i)[1]) is int for i in range(2))
+    with pytest.raises(ValueError, match="one integer"):
+        index.add(np.ones(3, np.float32), label=tf.constant([1, 2]))
+    assert index.size() == 2
