@@ -93,6 +93,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"tfsim: error: {message}\n")
 
 
+def _data_default_text(key: str, self_supervised: Any, supervised: Any) -> str:
+    """The help text of an option's defaults by job and, where `DATA_DEFAULTS` differ, data."""
+    parts = []
+    for job, jobs_default, title in (
+        ("ssl", self_supervised, "self-supervised"),
+        ("supervised", supervised, "supervised"),
+    ):
+        by_data = [
+            f"{jobs[job][key]} on {data}"
+            for data, jobs in DATA_DEFAULTS.items()
+            if key in jobs[job]
+        ]
+        other = f"else {jobs_default}" if by_data else str(jobs_default)
+        parts.append(f"{title}: " + ", ".join([*by_data, other]))
+    return "; ".join(parts)
+
+
 def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     """Returns the `tfsim` argument parser.
 
@@ -206,8 +223,8 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "--epochs",
         type=int,
         default=default(None),
-        help=f"training epochs. Default: {DEFAULT_EPOCHS} (self-supervised), "
-        f"{supervised['epochs']} (supervised)",
+        help="training epochs. Default: "
+        + _data_default_text("epochs", DEFAULT_EPOCHS, supervised["epochs"]),
     )
     train.add_argument(
         "--batch-size",
@@ -215,15 +232,15 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         default=default(None),
         help="global batch size, split over the replicas (at least one image each); "
         "supervised batches hold --classes-per-batch classes with the same number of images "
-        f"each. Default: {DEFAULT_BATCH_SIZE} (self-supervised), {supervised['batch_size']} "
-        "(supervised)",
+        "each. Default: "
+        + _data_default_text("batch_size", DEFAULT_BATCH_SIZE, supervised["batch_size"]),
     )
     train.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
         default=default(None),
         help="sgd (momentum 0.9, weight decay 5e-4) or adam, with cosine decay of the "
-        "learning rate. Default: adam for supervised runs on glyphs, else sgd",
+        "learning rate. Default: " + _data_default_text("optimizer", "sgd", "sgd"),
     )
     train.add_argument(
         "--learning-rate",
