@@ -169,7 +169,6 @@ def load_glyphs(image_size: int = 32, cache_dir: str | Path | None = None) -> Gl
     if master is None:
         master = _draw(font_dir, modules)
         _write_cache(cache, master)
-    images = _resize(master["images"], image_size, modules["PIL.Image"])
     if int(master["num_seen_classes"]) != NUM_SEEN_CLASSES:
         raise ValueError(
             f"glyphs: this matplotlib's fonts draw {int(master['num_seen_classes'])} distinct "
@@ -177,7 +176,7 @@ def load_glyphs(image_size: int = 32, cache_dir: str | Path | None = None) -> Gl
             "the matplotlib and Pillow versions to tensorflow-similarity."
         )
     return Glyphs(
-        images=images,
+        images=_resize(master["images"], image_size, modules["PIL.Image"]),
         labels=master["labels"].astype(np.int32),
         fonts=[str(f) for f in master["fonts"]],
         class_names=[str(c) for c in master["class_names"]],
