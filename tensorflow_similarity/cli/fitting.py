@@ -16,6 +16,8 @@ import tensorflow as tf
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.cli.errors import TrainingDiverged
 from tensorflow_similarity.cli.parser import UsageError
+from tensorflow_similarity.distribute.layer_walk import walk_layers
+from tensorflow_similarity.layers import recompute_batch_norm_statistics
 
 
 def parallel_batches(
@@ -201,6 +203,36 @@ class StopOnNonFinite(keras.callbacks.Callback):
                 f"({', '.join(bad[:3])}{', ...' * (len(bad) > 3)})",
                 None,
             )
+
+
+class BatchNormStatistics(keras.callbacks.Callback):
+    """Recomputes a model's batch norm statistics from images at the end of each epoch.
+
+    Placed before the callbacks that evaluate or save, so that they see the
+    trained network in inference mode (see `recompute_batch_norm_statistics`:
+    in a run of a few hundred steps, Keras' moving averages still hold much of
+    their initial values).
+
+    A network without trainable batch norm layers (ConvNeXt's layer norm) is
+    left as it is.
+
+    Args:
+        model: The network whose statistics to recompute (the backbone).
+        images: The images, without augmentation.
+    """
+
+    def __init__(self, model: keras.Model, images: np.ndarray) -> None:
+        super().__init__()
+        self.network = model
+        self.images = images
+        self.active = any(
+            isinstance(found.layer, keras.layers.BatchNormalization) and found.layer.trainable
+            for found in walk_layers(model)
+        )
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.active:
+            recompute_batch_norm_statistics(self.network, self.images)
 
 
 class EpochBackup(keras.callbacks.Callback):

@@ -41,6 +41,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.cli import report, run_folder, supervised_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.fitting import (
+    BatchNormStatistics,
     EpochBackup,
     augmented_queries,
     fit_epochs,
@@ -333,6 +334,8 @@ def train(
             steps_per_epoch,
             [
                 timer,
+                # The trained classes' clean images: the unseen ones stay unseen.
+                BatchNormStatistics(model, x_seen),
                 evaluation,
                 recorder,
                 report.ScalarLogger(worker_dir / "logs" / "train"),

@@ -28,6 +28,7 @@ from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.fitting import (
+    BatchNormStatistics,
     EpochBackup,
     augmented_queries,
     fit_epochs,
@@ -248,6 +249,7 @@ def train(
             steps_per_epoch,
             [
                 timer,
+                BatchNormStatistics(model.backbone, data.x_train),
                 knn,
                 knn_augmented,
                 recorder,

@@ -1,6 +1,7 @@
 """Keras layers of tensorflow-similarity."""
 
 from tensorflow_similarity.layers.activation_std_logging import ActivationStdLoggingLayer
+from tensorflow_similarity.layers.batch_norm_statistics import recompute_batch_norm_statistics
 from tensorflow_similarity.layers.cosine_classifier import CosineClassifier
 from tensorflow_similarity.layers.gem_pooling import (
     GeneralizedMeanPooling,
@@ -18,4 +19,5 @@ __all__ = [
     "GeneralizedMeanPooling2D",
     "MetricEmbedding",
     "SyncBatchNormalization",
+    "recompute_batch_norm_statistics",
 ]
