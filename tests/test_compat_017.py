@@ -3,7 +3,7 @@
 Every call here is one a 0.17 user makes (its README, its
 `unsupervised_hello_world` notebook, its public signatures); each test
 checks that it runs and means what it meant in 0.17, or the documented
-difference (README, "Migrating from tensorflow-similarity 0.17"). The 0.17
+difference (the migration guide, docs/migrating.md). The 0.17
 formulas are re-implemented in float64 NumPy with loops, from 0.17's source.
 """
 

@@ -304,7 +304,7 @@ KEPT_017_PATHS = {
 }
 
 # Gone on purpose: nmslib (0.17's default search) cannot be installed on Python 3.10+
-# (README, "Similarity models and search").
+# (migration guide, "Similarity models and search").
 REMOVED_017_PATHS = {
     "tensorflow_similarity.search": ["NMSLibSearch"],
     "tensorflow_similarity.search.nmslib_search": None,

@@ -8,7 +8,7 @@ above it, take 0.17's positional parameters at the same positions, accept
 each of 0.17's parameters by name, and keep its defaults; ours may add
 parameters with defaults, after 0.17's or keyword-only (see
 `signature_check`). A deviation is allowed only when `ALLOWED` lists it with
-a one-line reason: the README section of "Migrating from
+a one-line reason: the section of the migration guide (docs/migrating.md) "Migrating from
 tensorflow-similarity 0.17" that states the difference, or the loud list of
 issue 27 (names and arguments that are missing, so a 0.17 call fails with an
 error instead of doing something else).
@@ -29,19 +29,19 @@ from tests.compat.signature_check import (
     load_entries,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "migrating.md"
 
 ENTRIES = load_entries()
 BY_ID = {entry_id(entry): entry for entry in ENTRIES}
 
-# Reasons point to a section of the README's migration guide ("README § <heading>"), or
+# Reasons point to a section of the migration guide, docs/migrating.md ("guide § <heading>"), or
 # to the loud list of issue 27 (missing names and arguments: a 0.17 call raises).
 LOUD = "loud: see issue 27 loud list"
 MISSING = "missing: see issue 27 loud list"
-SEARCH = "README § Similarity models and search"
-SIGNATURES = "README § Signatures"
-ARCHITECTURES = "README § Architectures"
-LOSSES = "README § Losses"
+SEARCH = "guide § Similarity models and search"
+SIGNATURES = "guide § Signatures"
+ARCHITECTURES = "guide § Architectures"
+LOSSES = "guide § Losses"
 
 ALLOWED: dict[str, dict[str, str]] = {
     "tensorflow_similarity.architectures.efficientnet.EfficientNetSim": {
@@ -190,7 +190,7 @@ def test_signature_is_017s(entry):
     unexpected = [d for d in deviations(entry) if d not in allowed]
     assert not unexpected, (
         f"{entry_id(entry)} differs from 0.17.1: {unexpected}. Restore 0.17's signature, or "
-        "document the difference in the README's migration guide and list it in ALLOWED."
+        "document the difference in the migration guide (docs/migrating.md) and list it in ALLOWED."
     )
 
 
@@ -201,18 +201,17 @@ def test_every_allowed_deviation_still_exists():
         gone = sorted(set(allowed) - set(deviations(BY_ID[name])))
         if gone:
             stale[name] = gone
-    assert not stale, f"Fixed, so remove from ALLOWED (and the README if it says so): {stale}"
+    assert not stale, f"Fixed, so remove from ALLOWED (and the migration guide if it says so): {stale}"
 
 
 def test_every_reason_points_to_the_guide_or_the_loud_list():
-    migration = README.read_text().split("## Migrating from tensorflow-similarity 0.17", 1)[1]
-    headings = set(re.findall(r"^### (.+)$", migration, flags=re.MULTILINE))
+    headings = set(re.findall(r"^## (.+)$", GUIDE.read_text(), flags=re.MULTILINE))
     for name, allowed in ALLOWED.items():
         for deviation, reason in allowed.items():
             assert "\n" not in reason and reason, (name, deviation)
             if reason in (LOUD, MISSING):
                 continue
-            section = re.match(r"README § ([^:]+):", reason)
+            section = re.match(r"guide § ([^:]+):", reason)
             assert section and section.group(1) in headings, (name, deviation, reason)
 
 
