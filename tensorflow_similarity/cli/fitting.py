@@ -26,10 +26,10 @@ def parallel_batches(
     """Returns `dataset.map(make_batch)`, parallel and prefetched, with tf.data autotuning off.
 
     Autotuning runs a background thread that the iterator's destructor waits
-    for: with it on, the default supervised run sat idle for 64 and 121 s
-    when `fit` returned (two runs examined with py-spy: `RootDataset::Iterator`'s
-    destructor waiting on a tf.data thread). Fixed settings instead: one map
-    call per core, two batches prefetched. The per-replica iterators that
+    for (`RootDataset::Iterator`'s destructor waits while the thread sleeps
+    out its period, up to a minute), so with it on a run can sit idle when
+    `fit` returns. Fixed settings instead: one map call per core, two batches
+    prefetched. The per-replica iterators that
     `fit` builds under `MirroredStrategy` would turn it on again (see
     `replica_batches`).
 
@@ -58,18 +58,16 @@ def replica_batches(
 
     Under `MirroredStrategy`, `fit` would split the batches itself, through
     per-replica iterators whose tf.data autotuning thread their destructors
-    wait for: the default supervised run sat idle for about 64 s when `fit`
-    returned in 6 of 7 runs, 172-176 s in all instead of 103-111 s (gdb:
-    `RootDataset::Iterator`'s destructor waiting while `Model::OptimizeLoop`
-    sleeps out its period, up to 60 s).
+    wait for (`RootDataset::Iterator`'s destructor waits while
+    `Model::OptimizeLoop` sleeps out its period, up to a minute), so a run
+    can sit idle when `fit` returns.
     Here each replica reads its own slice of every global batch (rows
     `[r * b, (r + 1) * b)` of replica `r` with `b` images per replica, the
     split `fit` makes) from an iterator of `dataset` itself, which keeps its
     options (autotuning off) and stays on the host: each step copies its
     batch to the replica's device. Each replica builds every global batch,
     so the input work is repeated once per replica; on logical CPUs this is
-    still the faster of the two (the supervised job at 8 replicas, 4 epochs:
-    65.9 vs 43.4 images/s, 151 vs 229 s, the same figures). Other strategies, one
+    still faster than `fit`'s own split, with the same results. Other strategies, one
     replica, or a batch size the replicas do not divide get `dataset`
     unchanged.
 
@@ -315,9 +313,9 @@ def inference_function(model: keras.Model) -> Callable[[np.ndarray], np.ndarray]
     """Returns a function that runs `model` in inference mode on images, 1,024 at a time.
 
     One traced call per chunk, not `model.predict`: predict builds a distributed
-    dataset at every call (1.1 s for the 1,438 indexed digits against 0.7 s
-    here; the default supervised run evaluates twice per epoch), and under
-    `MultiWorkerMirroredStrategy` it returns each worker its own shard only.
+    dataset at every call, which costs more than the traced call on the small
+    sets the jobs evaluate, and under `MultiWorkerMirroredStrategy` it returns
+    each worker its own shard only.
 
     Args:
         model: A model with one image input.
