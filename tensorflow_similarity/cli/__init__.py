@@ -61,11 +61,11 @@ with exit status 3 and no model.keras. TensorFlow's C++ log is hidden unless
 `TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
 
 Modules: `parser` (options and their checks; the supervised job's and
-lookup's in `supervised_options`, the errors and their exit statuses in
-`errors`), `devices` (replicas and strategy), `training` (the
+lookup's in `metric_options`, the errors and their exit statuses in
+`errors`), `devices` (replicas and strategy), `pretrain` (the
 self-supervised run: model, views, backup, `fit`), `report` (its history,
-TensorBoard, summary table, plots), `supervised` (the supervised run),
-`retrieval` (its figures), `supervised_report` (its summary table and
+TensorBoard, summary table, plots), `metric` (the supervised run),
+`retrieval` (its figures), `metric_report` (its summary table and
 plots), `lookup`, `run_folder` (one run per `--output`; the interruption
 and divergence messages), `command` (`main`).
 """

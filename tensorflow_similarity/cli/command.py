@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tensorflow_similarity.cli import devices, lookup, run_folder, supervised
+from tensorflow_similarity.cli import devices, lookup, metric, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.errors import TrainingDiverged
 from tensorflow_similarity.cli.parser import (
@@ -28,7 +28,7 @@ from tensorflow_similarity.cli.parser import (
     resolve_defaults,
     resumed_options,
 )
-from tensorflow_similarity.cli.training import train
+from tensorflow_similarity.cli.pretrain import train
 from tensorflow_similarity.data import ImageData, check_data_spec, load_data
 
 
@@ -154,8 +154,8 @@ def _run(
     except ValueError as error:
         raise UsageError(str(error)) from None
     if args.algorithm in SUPERVISED_ALGORITHMS:
-        supervised.check_data(args, data)
-        return _start(supervised.train, args, plan, data, output, callbacks)
+        metric.check_data(args, data)
+        return _start(metric.train, args, plan, data, output, callbacks)
     if len(data.y_train) < args.batch_size:
         raise UsageError(
             f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} training "

@@ -17,7 +17,7 @@ from typing import Any
 from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.run_folder import check_resumable
-from tensorflow_similarity.cli.supervised_options import (
+from tensorflow_similarity.cli.metric_options import (
     DEFAULT_TRAIN_CLASSES,
     GLYPHS_SEEN_CLASSES,
     SUPERVISED_ALGORITHMS,

@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
-from tensorflow_similarity.cli import report, run_folder, supervised_report
+from tensorflow_similarity.cli import report, run_folder, metric_report
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.fitting import (
     BatchNormStatistics,
@@ -319,12 +319,12 @@ def train(
         report.write_run_file(output, args, plan, class_names=data.class_names)
 
     timer = report.EpochTimer(steps_per_epoch * args.batch_size)
-    recorder = supervised_report.RetrievalHistoryWriter(
+    recorder = metric_report.RetrievalHistoryWriter(
         history_file if chief else None, records, before, timer
     )
     batch_norm = report.describe_batch_norm(args, plan.replicas)
     if chief:
-        print(supervised_report.first_line(args, data, len(y_seen), plan, batch_norm, before))
+        print(metric_report.first_line(args, data, len(y_seen), plan, batch_norm, before))
     try:
         fit_epochs(
             trainer,
@@ -350,11 +350,11 @@ def train(
             index = build_index(embed(data.x_train), data.y_train, data=list(data.x_train))
             model.save(output / "model.keras", save_index=False)
             index.save(index_path(output / "model.keras"))
-            summary = supervised_report.summary(
+            summary = metric_report.summary(
                 args, plan, recorder.records, before, batch_norm, index.size(), pixels
             )
             report.write_json(output / "summary.json", summary)
-            supervised_report.plot(
+            metric_report.plot(
                 output,
                 recorder.records,
                 before,
@@ -370,7 +370,7 @@ def train(
         run_folder.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
     if chief:
-        print(supervised_report.table(summary))
+        print(metric_report.table(summary))
         print(
             f"tfsim: wrote model.keras, its index {index_path(output / 'model.keras').name}/, "
             f"history.json, logs/ and plots to {output}. Look images up with: tfsim lookup "
