@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tensorflow_similarity.data import load_data
-from tests.test_cli import (
+from tests.cli.test_cli import (
     INTERRUPTING_DRIVER,
     assert_same_weights,
     history,
@@ -21,7 +21,7 @@ from tests.test_cli import (
     tfsim_command,
     weights,
 )
-from tests.test_cli_supervised import QUICK
+from tests.cli.test_cli_supervised import QUICK
 
 
 @pytest.mark.slow

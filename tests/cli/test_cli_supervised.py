@@ -35,10 +35,10 @@ from tensorflow_similarity.distribute.layer_walk import all_layers
 from tensorflow_similarity.models.index_mixin import index_path
 from tests.distributed import mirrored_strategy
 from tests.stores.test_memory_store import _Payload
-from tests.test_cli import (
+from tests.cli.test_cli import (
     history,
 )
-from tests.test_cli_run_folder import InterruptAtTrainBegin
+from tests.cli.test_cli_run_folder import InterruptAtTrainBegin
 
 LIMIT = 160
 # One quick in-process run: 160 digits (about 75 training images of the 6 seen classes).
