@@ -1,0 +1,10 @@
+"""The index: nearest-neighbour search over embeddings, with their labels and data.
+
+`Indexer` (in `indexer.py`) is the whole API: add, look up, evaluate,
+calibrate, match, save and load. `persistence.py` holds its on-disk format.
+"""
+
+from tensorflow_similarity.indexer.indexer import SEARCHES, Indexer
+from tensorflow_similarity.indexer.persistence import FORMAT_VERSION, METADATA_FILE
+
+__all__ = ["FORMAT_VERSION", "METADATA_FILE", "SEARCHES", "Indexer"]

@@ -1,0 +1,640 @@
+"""The index: nearest-neighbour search over embeddings, with their labels and data."""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+from tensorflow_similarity._validation import check_int
+from tensorflow_similarity.classification_metrics import (
+    ClassificationMetric,
+    F1Score,
+    make_classification_metric,
+)
+from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.evaluators import Evaluator, MemoryEvaluator
+from tensorflow_similarity.indexer import persistence
+from tensorflow_similarity.indexer._checks import (
+    as_label,
+    check_component,
+    check_embeddings,
+    check_labels,
+    check_search,
+)
+from tensorflow_similarity.indexer._evaluation import (
+    check_retrieval_metrics,
+    cutpoints_table,
+    match_at_cutpoints,
+)
+from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
+from tensorflow_similarity.retrieval_metrics import RetrievalMetric
+from tensorflow_similarity.search import SEARCH_NAMES, Search, make_search
+from tensorflow_similarity.stores import MemoryStore, Store
+from tensorflow_similarity.text_table import format_table
+from tensorflow_similarity.types import (
+    CalibrationResults,
+    Lookup,
+    unpack_lookup_distances,
+    unpack_lookup_labels,
+)
+
+SEARCHES = SEARCH_NAMES
+
+
+class Indexer:
+    """Embeddings made searchable: a `Search`, a `Store` and an `Evaluator` together.
+
+    `add`/`batch_add` put embeddings (with their labels and data) in the store
+    and the search; `single_lookup`/`batch_lookup` return the nearest ones
+    as `Lookup` records; `evaluate_retrieval`, `evaluate_classification`,
+    `calibrate` and `match` measure and use the neighbours' labels; `save`
+    and `load` write and read the whole index in a directory. Every argument
+    is checked before anything changes, so a bad call leaves the index as it
+    was.
+
+    Args:
+        embedding_size: The dimension of the embeddings.
+        distance: A `Distance` or its name. Defaults to `"cosine"`.
+        search: `"linear"` (exact, the default), `"faiss"` (`FaissSearch`,
+            flat) or a `Search` instance built for the same distance and
+            dimension.
+        kv_store: `"memory"` (the default) or a `Store` instance (emptied),
+            such as a `MemmapStore` for an index larger than memory; `save`
+            and `load` keep its kind (see `tensorflow_similarity.indexer.persistence`).
+        evaluator: `"memory"` (the default) or an `Evaluator` instance.
+        embedding_output: Which output of a multi-output model's prediction
+            holds the embeddings, or `None` for a single output.
+        stat_buffer_size: How many recent lookup timings `stats()` keeps.
+
+    Raises:
+        ValueError: For an unknown distance, search, store or evaluator, or a
+            search built for another distance or dimension.
+
+    Example:
+
+    >>> index = Indexer(embedding_size=2, distance="l2")
+    >>> index.batch_add(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=[0, 1], verbose=0)
+    >>> index.single_lookup(np.array([0.9, 1.0]), k=1)[0].label
+    1
+    """
+
+    def __init__(
+        self,
+        embedding_size: int,
+        distance: Distance | str = "cosine",
+        search: Search | str = "linear",
+        kv_store: Store | str = "memory",
+        evaluator: Evaluator | str = "memory",
+        embedding_output: int | None = None,
+        stat_buffer_size: int = 1000,
+    ) -> None:
+        self.embedding_size = check_int(
+            "embedding_size", embedding_size, minimum=1, owner="Indexer"
+        )
+        self.distance = distance_canonicalizer(distance)
+        self.embedding_output = check_int(
+            "embedding_output", embedding_output, minimum=0, allow_none=True, owner="Indexer"
+        )
+        self.stat_buffer_size = check_int(
+            "stat_buffer_size", stat_buffer_size, minimum=1, owner="Indexer"
+        )
+        check_component("search", search, Search, tuple(SEARCHES))
+        check_component("kv_store", kv_store, Store, ("memory",))
+        check_component("evaluator", evaluator, Evaluator, ("memory",))
+        if isinstance(search, Search):
+            check_search(search, self.distance, self.embedding_size)
+        self.search_type = search
+        self.kv_store_type = kv_store
+        self.evaluator_type = evaluator
+        self._init_structures()
+
+    def _init_structures(self) -> None:
+        if isinstance(self.search_type, Search):
+            self.search_type.reset()
+            self.search = self.search_type
+        else:
+            self.search = make_search(self.search_type, self.distance, self.embedding_size)
+        if isinstance(self.kv_store_type, Store):
+            self.kv_store_type.reset()
+            self.kv_store = self.kv_store_type
+        else:
+            self.kv_store = MemoryStore()
+        self.evaluator = (
+            self.evaluator_type if isinstance(self.evaluator_type, Evaluator) else MemoryEvaluator()
+        )
+        self._stats: collections.Counter[str] = collections.Counter()
+        self._lookup_timings: collections.deque[float] = collections.deque(
+            maxlen=self.stat_buffer_size
+        )
+        self.is_calibrated = False
+        self.calibration_metric: ClassificationMetric = F1Score()
+        self.cutpoints: dict[str, dict[str, Any]] = {}
+        self.calibration_thresholds: dict[str, np.ndarray] = {}
+
+    def reset(self) -> None:
+        """Empties the index and forgets its calibration."""
+        self._init_structures()
+
+    def size(self) -> int:
+        """Returns the number of indexed embeddings."""
+        return self.kv_store.size()
+
+    # Adding.
+
+    def add(
+        self,
+        prediction: Any,
+        label: int | None = None,
+        data: Any = None,
+        build: bool = True,
+        verbose: int = 1,
+    ) -> None:
+        """Indexes one embedding.
+
+        Args:
+            prediction: A model's prediction for one example: a `[1, dim]` or
+                `[dim]` embedding, or a multi-output prediction.
+            label: The example's class, or `None`.
+            data: What to keep with it (returned by lookups), or `None`.
+            build: Kept for 0.17's signature; every search here is queryable
+                right after it is added to.
+            verbose: Unused; kept for 0.17's signature.
+
+        Raises:
+            ValueError: If the embedding is not of size `embedding_size`.
+        """
+        del build, verbose
+        embedding = self._embeddings(prediction, single=True)[0]
+        label = as_label(label)
+        idx = self.kv_store.add(embedding, label, data)
+        self.search.add(embedding, idx)
+
+    def batch_add(
+        self,
+        predictions: Any,
+        labels: Sequence[int] | None = None,
+        data: Sequence[Any] | None = None,
+        build: bool = True,
+        verbose: int = 1,
+    ) -> None:
+        """Indexes a batch of embeddings.
+
+        Args:
+            predictions: A model's `[n, dim]` predictions (or a multi-output
+                prediction).
+            labels: `n` classes, or `None`.
+            data: `n` items kept with the embeddings, or `None`.
+            build: Kept for 0.17's signature (see `add`).
+            verbose: Unused; kept for 0.17's signature.
+
+        Raises:
+            ValueError: If the embeddings are not `[n, embedding_size]`, or
+                `labels` or `data` does not have `n` items.
+        """
+        del build, verbose
+        embeddings = self._embeddings(predictions)
+        num = len(embeddings)
+        if labels is not None:
+            labels = check_labels(labels, num, "labels")
+        if data is not None and len(data) != num:
+            raise ValueError(
+                f"Got {len(data)} data items for {num} embeddings. Pass one item per "
+                "embedding, or data=None."
+            )
+        if num == 0:
+            return
+        idxs = self.kv_store.batch_add(embeddings, labels, data)
+        self.search.batch_add(embeddings, idxs)
+
+    # Looking up.
+
+    def single_lookup(self, prediction: Any, k: int = 5) -> list[Lookup]:
+        """Returns the `k` nearest indexed embeddings of one embedding, nearest first.
+
+        Args:
+            prediction: A model's prediction for one example (see `add`).
+            k: How many neighbours. Defaults to 5.
+
+        Returns:
+            `k` `Lookup`s by increasing distance, or fewer (see
+            `batch_lookup`).
+
+        Raises:
+            ValueError: If the index is empty, `k` is not in `[1, size()]` or
+                the embedding is not of size `embedding_size`.
+        """
+        embedding = self._embeddings(prediction, single=True)
+        return self.batch_lookup(embedding, k=k, verbose=0)[0]
+
+    def batch_lookup(self, predictions: Any, k: int = 5, verbose: int = 1) -> list[list[Lookup]]:
+        """Returns the `k` nearest indexed embeddings of each embedding, nearest first.
+
+        Args:
+            predictions: A model's `[n, dim]` predictions (see `batch_add`).
+            k: How many neighbours per query. Defaults to 5.
+            verbose: Unused; kept for 0.17's signature.
+
+        Returns:
+            Per query, its `Lookup`s by increasing distance: `k`, or fewer
+            when an approximate search (`FaissSearch` hnsw or ivfpq) found
+            fewer. The missing ones (faiss' id -1) are left out, not padded;
+            the evaluation and matching verbs pad them back as
+            `unpack_lookup_labels` does (label `MISSING_LABEL`, distance
+            `inf`), which counts as a miss and has no vote.
+
+        Raises:
+            ValueError: If the index is empty, `k` is not in `[1, size()]` or
+                the embeddings are not `[n, embedding_size]`.
+        """
+        del verbose
+        embeddings = self._embeddings(predictions)
+        idxs, distances = self._search(embeddings, k)
+        start = time.perf_counter()
+        lookups = []
+        for row_idxs, row_distances in zip(idxs, distances, strict=True):
+            # faiss' -1: a neighbour the approximate search did not find.
+            found = row_idxs >= 0
+            row_idxs, row_distances = row_idxs[found], row_distances[found]
+            nn_embeddings, labels, data = self.kv_store.batch_get([int(i) for i in row_idxs])
+            lookups.append(
+                [
+                    Lookup(
+                        rank=rank + 1,
+                        distance=float(row_distances[rank]),
+                        label=as_label(labels[rank]),
+                        embedding=nn_embeddings[rank],
+                        data=data[rank],
+                    )
+                    for rank in range(len(row_idxs))
+                ]
+            )
+        self._record_timing(self._last_search_time + time.perf_counter() - start, len(lookups))
+        return lookups
+
+    def _search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        size = self.size()
+        if size == 0:
+            raise ValueError(
+                "The index is empty: add embeddings first (model.index(x, y) or "
+                "Indexer.batch_add) before looking up, evaluating or calibrating."
+            )
+        k = check_int("k", k, minimum=1, owner="Indexer")
+        if k > size:
+            raise ValueError(
+                f"k={k} neighbours were asked for but the index holds {size} embeddings. "
+                f"Use k <= {size}, or index more examples."
+            )
+        start = time.perf_counter()
+        if len(embeddings) == 0:
+            idxs, distances = np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+        else:
+            idxs, distances = self.search.batch_lookup(embeddings, k=k)
+        self._last_search_time = time.perf_counter() - start
+        return np.asarray(idxs), np.asarray(distances)
+
+    def _record_timing(self, seconds: float, num_queries: int) -> None:
+        if num_queries:
+            self._lookup_timings.extend([seconds / num_queries] * min(num_queries, 10_000))
+        self._stats["num_lookups"] += num_queries
+
+    # Evaluation and calibration.
+
+    def evaluate_retrieval(
+        self,
+        predictions: Any,
+        target_labels: Sequence[int],
+        retrieval_metrics: Sequence[RetrievalMetric],
+        verbose: int = 1,
+    ) -> dict[str, Any]:
+        """Computes retrieval metrics of the queries' neighbours.
+
+        Args:
+            predictions: The queries' `[n, dim]` embeddings.
+            target_labels: The `n` queries' labels.
+            retrieval_metrics: `RetrievalMetric` instances (such as
+                `RecallAtK(k=1)`).
+            verbose: Unused; kept for 0.17's signature.
+
+        Returns:
+            Metric name (such as `"recall@1"`) to its value.
+
+        Raises:
+            ValueError: For a metric that is not a `RetrievalMetric`, a metric's
+                `k` above the index size, or labels not matching the queries.
+        """
+        del verbose
+        metrics = check_retrieval_metrics(retrieval_metrics)
+        embeddings = self._embeddings(predictions)
+        check_labels(target_labels, len(embeddings), "target_labels")
+        k = max(metric.k for metric in metrics)
+        # One neighbour more, as 0.17: a metric that drops the closest lookup still has k.
+        k = min(k + 1, max(self.size(), k))
+        lookups = self.batch_lookup(embeddings, k=k, verbose=0)
+        return self.evaluator.evaluate_retrieval(
+            target_labels=target_labels, lookups=lookups, retrieval_metrics=metrics
+        )
+
+    def evaluate_classification(
+        self,
+        predictions: Any,
+        target_labels: Sequence[int],
+        distance_thresholds: Sequence[float] | np.ndarray,
+        metrics: Sequence[str | ClassificationMetric] = ("f1",),
+        matcher: str | ClassificationMatch = "match_nearest",
+        k: int = 1,
+        verbose: int = 1,
+    ) -> dict[str, np.ndarray]:
+        """Computes classification metrics of the matches at each distance threshold.
+
+        Args:
+            predictions: The queries' `[n, dim]` embeddings.
+            target_labels: The `n` queries' labels.
+            distance_thresholds: Distances at which to compute the metrics.
+            metrics: `ClassificationMetric`s or their names. Defaults to
+                `("f1",)`.
+            matcher: `"match_nearest"`, `"match_majority_vote"` or a
+                `ClassificationMatch`. Defaults to `"match_nearest"`.
+            k: Neighbours per query the matcher uses. Defaults to 1.
+            verbose: Passed to the evaluator.
+
+        Returns:
+            `"distance"` and each metric's name to its values at the
+            thresholds.
+
+        Raises:
+            ValueError: For an unknown metric or matcher, labels not matching
+                the queries, or a lookup error (see `batch_lookup`).
+        """
+        metric_objects = [make_classification_metric(m) for m in metrics]
+        matcher = make_classification_matcher(matcher)
+        embeddings = self._embeddings(predictions)
+        query_labels = check_labels(target_labels, len(embeddings), "target_labels")
+        lookups = self.batch_lookup(embeddings, k=k, verbose=0)
+        return self.evaluator.evaluate_classification(
+            query_labels=query_labels,
+            lookup_labels=unpack_lookup_labels(lookups),
+            lookup_distances=unpack_lookup_distances(lookups),
+            distance_thresholds=np.asarray(distance_thresholds, dtype=np.float32).reshape(-1),
+            metrics=metric_objects,
+            matcher=matcher,
+            verbose=verbose,
+        )
+
+    def calibrate(
+        self,
+        predictions: Any,
+        target_labels: Sequence[int],
+        thresholds_targets: Mapping[str, float],
+        calibration_metric: str | ClassificationMetric = "f1_score",
+        k: int = 1,
+        matcher: str | ClassificationMatch = "match_nearest",
+        extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
+        rounding: int = 2,
+        verbose: int = 1,
+    ) -> CalibrationResults:
+        """Chooses the distance thresholds `match` uses, from labelled queries.
+
+        Args:
+            predictions: The queries' `[n, dim]` embeddings.
+            target_labels: The `n` queries' labels.
+            thresholds_targets: Cutpoint name to a target value of the
+                calibration metric, e.g. `{"0.9": 0.9}`.
+            calibration_metric: The `ClassificationMetric` (or its name)
+                calibrated. Defaults to `"f1_score"`.
+            k: Neighbours per query the matcher uses. Defaults to 1.
+            matcher: See `evaluate_classification`.
+            extra_metrics: Metrics also reported at each cutpoint.
+            rounding: Decimals the metric values are rounded to. Defaults
+                to 2.
+            verbose: Print the cutpoints if 1. Defaults to 1.
+
+        Returns:
+            `CalibrationResults`; its cutpoints are kept for `match` and
+            `save`.
+
+        Raises:
+            ValueError: For an unknown metric or matcher, labels not matching
+                the queries, or a lookup error (see `batch_lookup`).
+        """
+        calibration_metric = make_classification_metric(calibration_metric)
+        extra = [make_classification_metric(m) for m in extra_metrics]
+        matcher = make_classification_matcher(matcher)
+        rounding = check_int("rounding", rounding, minimum=0, owner="Indexer.calibrate")
+        embeddings = self._embeddings(predictions)
+        check_labels(target_labels, len(embeddings), "target_labels")
+        lookups = self.batch_lookup(embeddings, k=k, verbose=0)
+        results = self.evaluator.calibrate(
+            target_labels=target_labels,
+            lookups=lookups,
+            thresholds_targets=dict(thresholds_targets),
+            calibration_metric=calibration_metric,
+            matcher=matcher,
+            extra_metrics=extra,
+            metric_rounding=rounding,
+            verbose=verbose,
+        )
+        if verbose:
+            print(cutpoints_table(results))
+        self.is_calibrated = True
+        self.calibration_metric = calibration_metric
+        self.cutpoints = {name: dict(cutpoint) for name, cutpoint in results.cutpoints.items()}
+        self.calibration_thresholds = {k: np.asarray(v) for k, v in results.thresholds.items()}
+        return results
+
+    def get_calibration_metric(self) -> ClassificationMetric:
+        """Returns the metric the last `calibrate` used."""
+        return self.calibration_metric
+
+    def match(
+        self,
+        predictions: Any,
+        no_match_label: int = -1,
+        k: int = 1,
+        matcher: str | ClassificationMatch = "match_nearest",
+        verbose: int = 1,
+    ) -> dict[str, list[int]]:
+        """Matches each query to a class at every calibrated cutpoint.
+
+        Args:
+            predictions: The queries' `[n, dim]` embeddings.
+            no_match_label: The label of a query whose match is farther than
+                the cutpoint's distance. Defaults to -1.
+            k: Neighbours per query the matcher uses. Defaults to 1.
+            matcher: See `evaluate_classification`.
+            verbose: Unused; kept for 0.17's signature.
+
+        Returns:
+            Cutpoint name to the `n` matched labels.
+
+        Raises:
+            ValueError: If the index is not calibrated, or a lookup error (see
+                `batch_lookup`).
+        """
+        del verbose
+        if not self.is_calibrated:
+            raise ValueError(
+                "The index is not calibrated: call calibrate(x, y) with labelled examples "
+                "before match()."
+            )
+        matcher = make_classification_matcher(matcher)
+        no_match_label = check_int("no_match_label", no_match_label, owner="Indexer.match")
+        lookups = self.batch_lookup(self._embeddings(predictions), k=k, verbose=0)
+        labels, distances = matcher.derive_match(
+            lookup_labels=unpack_lookup_labels(lookups),
+            lookup_distances=unpack_lookup_distances(lookups),
+        )
+        return match_at_cutpoints(labels, distances, self.cutpoints, no_match_label)
+
+    # Saving and loading.
+
+    def save(self, path: str | Path, compression: bool = True) -> None:
+        """Writes the index into the directory `path`.
+
+        The store and the search write their files first; the metadata
+        (`index_metadata.json`: the settings, the calibration and the
+        checksums of every file and of itself) is written last, atomically,
+        so a save that did not finish leaves metadata whose checksums refuse
+        the files it did not describe. What is written, and how each store
+        is kept, is described in `tensorflow_similarity.indexer.persistence`.
+
+        Args:
+            path: The directory (created if needed).
+            compression: Whether the store compresses its data. Defaults to
+                `True`.
+        """
+        persistence.save_index(self, path, compression=compression)
+
+    @staticmethod
+    def read_metadata(path: str | Path) -> dict[str, Any]:
+        """Returns the metadata of the index saved in directory `path`.
+
+        Raises:
+            FileNotFoundError: If `path` holds no saved index.
+            ValueError: If the metadata is corrupt or of another format
+                version.
+        """
+        return persistence.read_metadata(path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        verbose: int = 1,
+        *,
+        distance: Distance | str | None = None,
+        embedding_size: int | None = None,
+        kv_store: Store | None = None,
+        safe_mode: bool = True,
+    ) -> Self:
+        """Reads an index `save` wrote, whole, or refuses it and changes nothing.
+
+        Before any record is read into an index, `load` checks, in order:
+        the metadata (its format version, the distance and size asked for,
+        a `search_config` that builds the saved search class with the
+        index's distance and size); in safe mode, that no `.npz` file holds
+        pickled data; the checksums `save` recorded, of the metadata's
+        content and of each file (a file changed, truncated or missing is
+        refused); then, reading the files, that the search holds finite
+        embeddings, as many as the metadata's `size`, under the store's ids
+        `0` to `size - 1` in order, and that the store holds `size` finite
+        embeddings of `embedding_size`. Every error names the file and what
+        disagrees.
+
+        An index saved before checksums were recorded (its metadata has no
+        `"files"`) still loads, after the same checks less the checksums;
+        such an index cannot tell a file edited consistently from the one
+        saved, and a store given as `kv_store` is checked only once its
+        records are read into it. Save it again to record its checksums.
+
+        Args:
+            path: The directory `save` wrote.
+            verbose: Print progress if 1. Defaults to 1.
+            distance: If given, the distance the saved index must use.
+            embedding_size: If given, the dimension the saved index must have.
+            kv_store: A store of the saved store's class to read the records
+                into, replacing its own. Defaults to a new one: a `MemoryStore`,
+                or a `MemmapStore` on the files in `path` (see
+                `tensorflow_similarity.indexer.persistence`).
+            safe_mode: If `True` (the default), a store whose records' data
+                were saved as pickled Python objects is refused, since
+                unpickling runs code the file names. `False` loads it, as
+                `keras.saving.load_model(safe_mode=False)` does: only for an
+                index you trust.
+
+        Returns:
+            A new `Indexer` with the saved embeddings, labels, data and
+            calibration.
+
+        Raises:
+            FileNotFoundError: If `path` holds no saved index.
+            ValueError: If the saved index is corrupt (a check above fails),
+                of another format version, or of another distance or
+                dimension than expected, or `kv_store` is not of the saved
+                store's class, or (in safe mode) holds pickled data; nothing
+                is loaded then.
+        """
+        return persistence.load_index(
+            cls,
+            path,
+            verbose=verbose,
+            distance=distance,
+            embedding_size=embedding_size,
+            kv_store=kv_store,
+            safe_mode=safe_mode,
+        )
+
+    # Reporting.
+
+    def stats(self) -> dict[str, Any]:
+        """Returns the index size, the number of lookups and per-query lookup timings."""
+        timings = list(self._lookup_timings) or [0.0]
+        return {
+            "num_lookups": self._stats["num_lookups"],
+            "size": self.size(),
+            "stat_buffer_size": self.stat_buffer_size,
+            "query_performance": {
+                "min": float(np.min(timings)),
+                "max": float(np.max(timings)),
+                "avg": float(np.mean(timings)),
+                "median": float(np.median(timings)),
+                "stddev": float(np.std(timings)),
+            },
+        }
+
+    def print_stats(self) -> None:
+        """Prints the index's configuration and `stats()`."""
+        stats = self.stats()
+        info = [
+            ["distance", self.distance.name],
+            ["key value store", type(self.kv_store).__name__],
+            ["search algorithm", type(self.search).__name__],
+            ["evaluator", type(self.evaluator).__name__],
+            ["index size", stats["size"]],
+            ["calibrated", self.is_calibrated],
+            ["calibration_metric", self.calibration_metric.name],
+            ["embedding_output", self.embedding_output],
+        ]
+        print("[Info]")
+        print(format_table(info))
+        performance = [["num lookups", stats["num_lookups"]]]
+        performance += [[k, v] for k, v in stats["query_performance"].items()]
+        print("\n[Performance]")
+        print(format_table(performance))
+
+    def to_data_frame(self, num_items: int = 0) -> Any:
+        """Returns the indexed records as a pandas `DataFrame` (needs pandas).
+
+        Args:
+            num_items: How many records; 0 (default) for all.
+        """
+        return self.kv_store.to_data_frame(num_items)
+
+    def _embeddings(self, predictions: Any, single: bool = False) -> np.ndarray:
+        return check_embeddings(
+            predictions, self.embedding_size, self.embedding_output, single=single
+        )

@@ -1,0 +1,383 @@
+"""How an `Indexer` is saved to a directory and read back (`Indexer.save`, `Indexer.load`).
+
+The store keeps its kind. A `MemoryStore` is written into the folder and
+read back into memory. A `MemmapStore`'s files are copied into the
+folder (unless it already lives there), and `load` memory-maps them
+where they are, in the saved folder, copying nothing, which is what a
+larger-than-memory index needs: records added to the loaded index are
+appended to those files (save it into the same folder again to keep
+the saved index whole; a `reset()` empties them). To copy the records
+elsewhere instead, pass `kv_store=MemmapStore(other_folder)` to `load`.
+Another `Store` subclass is saved as its class name and config; `load`
+needs an instance of it (`kv_store=...`) to read the records into.
+
+A folder loads whole or not at all. `save` records in the metadata a
+SHA-256 checksum and the length of every file the search and the store
+wrote (`"files"`, as their `saved_files` name them), and one of the
+metadata's own content (`"metadata_sha256"`); `load` verifies them all,
+then checks that the files agree with each other (see `Indexer.load`), before
+it reads anything into an index. A `MemmapStore`'s description
+(`memmap_store.json`) is checksummed whole and each of its column files
+up to the end of the saved records: bytes past them (a crashed append)
+do not count, and records added to an index loaded on the folder change
+the description, so such a folder loads again only once the index is
+saved there again (which hashes its files anew).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from tensorflow_similarity._npz import refuse_pickled
+from tensorflow_similarity.classification_metrics import make_classification_metric
+from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.search import SEARCH_NAMES, Search
+from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
+from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
+
+if TYPE_CHECKING:
+    from tensorflow_similarity.indexer.indexer import Indexer
+
+IndexT = TypeVar("IndexT", bound="Indexer")
+
+METADATA_FILE = "index_metadata.json"
+# 2: the store is saved as its class and config (1 saved "memory" or nothing). The
+# checksums ("files", "metadata_sha256") were added within version 2: metadata without
+# them still loads (see load).
+FORMAT_VERSION = 2
+# Files are hashed this many bytes at a time.
+_HASH_CHUNK = 2**24
+
+
+def save_index(index: Indexer, path: str | Path, compression: bool = True) -> None:
+    """Writes `index` into the directory `path`: see `Indexer.save`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "size": index.size(),
+        "distance": index.distance.name,
+        "embedding_size": index.embedding_size,
+        "embedding_output": index.embedding_output,
+        "search": _search_name(index.search),
+        "search_config": index.search.get_config(),
+        "kv_store": {
+            "class_name": type(index.kv_store).__name__,
+            # A memmap store is reopened where it was saved, not where it lived.
+            "config": {k: v for k, v in index.kv_store.get_config().items() if k != "path"},
+        },
+        "evaluator": index.evaluator_type if isinstance(index.evaluator_type, str) else None,
+        "stat_buffer_size": index.stat_buffer_size,
+        "is_calibrated": index.is_calibrated,
+        "calibration_metric": index.calibration_metric.get_config(),
+        "cutpoints": index.cutpoints,
+        "calibration_thresholds": {
+            k: np.asarray(v).tolist() for k, v in index.calibration_thresholds.items()
+        },
+    }
+    index.kv_store.save(path, compression=compression)
+    index.search.save(path)
+    files: dict[str, int | None] = dict.fromkeys(index.search.saved_files())
+    files.update(index.kv_store.saved_files(path))
+    metadata["files"] = {name: _checksum(path / name, length) for name, length in files.items()}
+    metadata["metadata_sha256"] = _metadata_digest(json.loads(json.dumps(metadata)))
+    partial = path / (METADATA_FILE + ".partial")
+    partial.write_text(json.dumps(metadata))
+    os.replace(partial, path / METADATA_FILE)
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """Returns the metadata of the index saved in directory `path`.
+
+    Raises:
+        FileNotFoundError: If `path` holds no saved index.
+        ValueError: If the metadata is corrupt or of another format
+            version.
+    """
+    file = Path(path) / METADATA_FILE
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"No saved index in {str(path)!r} (no {METADATA_FILE}). Pass the directory "
+            "Indexer.save (or SimilarityModel.save_index) wrote."
+        )
+    try:
+        metadata = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{file} is corrupt ({error}); save the index again.") from None
+    version = metadata.get("format_version") if isinstance(metadata, dict) else None
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{file} is of index format version {version!r}; this version reads "
+            f"{FORMAT_VERSION}. Re-create the index with this version."
+        )
+    return metadata
+
+
+def load_index(
+    index_class: type[IndexT],
+    path: str | Path,
+    verbose: int = 1,
+    *,
+    distance: Distance | str | None = None,
+    embedding_size: int | None = None,
+    kv_store: Store | None = None,
+    safe_mode: bool = True,
+) -> IndexT:
+    """Reads the index saved in `path` into a new `index_class`: see `Indexer.load`.
+
+    Every check is made before any record is read into an index; a failed
+    one raises and leaves nothing loaded.
+    """
+    path = Path(path)
+    metadata = read_metadata(path)
+    saved_distance = distance_canonicalizer(metadata["distance"])
+    if distance is not None and distance_canonicalizer(distance).name != saved_distance.name:
+        raise ValueError(
+            f"The index in {str(path)!r} was saved with distance "
+            f"{saved_distance.name!r}, not {distance_canonicalizer(distance).name!r}. "
+            "Create the index (compile or create_index) with the saved distance, or "
+            "re-index the examples."
+        )
+    if embedding_size is not None and metadata["embedding_size"] != embedding_size:
+        raise ValueError(
+            f"The index in {str(path)!r} holds embeddings of size "
+            f"{metadata['embedding_size']}, not {embedding_size}: it was saved from "
+            "another model. Load it into a model of that output size, or re-index."
+        )
+    search = _saved_search(path, metadata)
+    checksums = _recorded_checksums(path, metadata)
+    if checksums is not None:
+        if safe_mode:
+            # Before the checksums, so that pickled data are refused as such.
+            for name in (name for name in checksums if name.endswith(".npz")):
+                owner = (
+                    type(search).__name__
+                    if name in search.saved_files()
+                    else metadata["kv_store"]["class_name"]
+                )
+                refuse_pickled(path / name, owner=owner)
+        _verify_checksums(path, metadata, checksums)
+    store = _saved_store(path, metadata["kv_store"], kv_store)
+    if checksums is not None:
+        for name in [*search.saved_files(), *store.saved_files(path)]:
+            if name not in checksums:
+                raise _corrupt(
+                    path,
+                    f"{METADATA_FILE} records no checksum of {name}, which the index reads",
+                )
+    index = index_class(
+        embedding_size=metadata["embedding_size"],
+        distance=saved_distance,
+        search=search,
+        evaluator=metadata["evaluator"] or "memory",
+        embedding_output=metadata["embedding_output"],
+        stat_buffer_size=metadata["stat_buffer_size"],
+    )
+    if verbose:
+        print(f"Loading an index of {metadata['size']} embeddings from {path}")
+    index.search.load(path)
+    _check_search_ids(path, index.search, metadata["size"])
+    store.load(path, safe_mode=safe_mode)
+    # Set after construction, which empties a given store: the one opened in place
+    # holds the saved records.
+    index.kv_store_type = index.kv_store = store
+    if index.size() != metadata["size"]:
+        raise _corrupt(
+            path,
+            f"its metadata says {metadata['size']} embeddings, its store holds {index.size()}",
+        )
+    if index.size() and store.dim != metadata["embedding_size"]:
+        raise _corrupt(
+            path,
+            f"its metadata says embeddings of size {metadata['embedding_size']}, its "
+            f"store holds embeddings of size {store.dim}",
+        )
+    index.is_calibrated = bool(metadata["is_calibrated"])
+    if index.is_calibrated:
+        config = metadata["calibration_metric"]
+        index.calibration_metric = make_classification_metric(
+            config.get("canonical_name", config.get("name")), name=config.get("name", "")
+        )
+        index.cutpoints = metadata["cutpoints"]
+        index.calibration_thresholds = {
+            k: np.asarray(v) for k, v in metadata["calibration_thresholds"].items()
+        }
+    return index
+
+
+def _corrupt(path: Path, problem: str) -> ValueError:
+    """The error of a saved index whose files disagree: `problem`, and what to do."""
+    return ValueError(
+        f"The index in {str(path)!r} is corrupt: {problem}. Nothing was loaded. Restore the "
+        "folder from a whole copy, or index the examples again and save them."
+    )
+
+
+def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
+    """A new, empty search of the saved class and config, checked against the metadata."""
+    name, config = metadata["search"], metadata["search_config"]
+    if name not in SEARCH_NAMES:
+        kind = config.get("name", "?") if isinstance(config, dict) else "?"
+        raise ValueError(
+            f"The index in {str(path)!r} was saved with a search of type {kind!r}, which "
+            f"Indexer.load cannot rebuild (it rebuilds {tuple(SEARCH_NAMES)}). Re-index with "
+            "one of those."
+        )
+    search_class = SEARCH_NAMES[name]
+    if not isinstance(config, dict):
+        raise _corrupt(path, f"its {METADATA_FILE} search_config is not a dict: {config!r}")
+    for key, field in (("distance", "distance"), ("dim", "embedding_size")):
+        if config.get(key) != metadata[field]:
+            raise _corrupt(
+                path,
+                f"its {METADATA_FILE} search_config has {key}={config.get(key)!r} but the index "
+                f"has {field} {metadata[field]!r}",
+            )
+    try:
+        return search_class.from_config(config)
+    except (TypeError, ValueError) as error:
+        raise _corrupt(
+            path,
+            f"its {METADATA_FILE} says 'search' is {name!r} but its search_config is not a "
+            f"{search_class.__name__}'s ({error})",
+        ) from None
+
+
+def _recorded_checksums(path: Path, metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The `"files"` checksums of the metadata, or `None` for an index saved without them."""
+    files, digest = metadata.get("files"), metadata.get("metadata_sha256")
+    if files is None and digest is None:
+        return None
+    if not isinstance(files, dict) or not isinstance(digest, str):
+        raise _corrupt(
+            path,
+            f"its {METADATA_FILE} holds 'files' {type(files).__name__} and 'metadata_sha256' "
+            f"{type(digest).__name__}: checksums are recorded as both, a dict and a string",
+        )
+    return files
+
+
+def _verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]) -> None:
+    """Raises unless the metadata's content and every file in `files` are as saved."""
+    if _metadata_digest(metadata) != metadata["metadata_sha256"]:
+        raise _corrupt(
+            path,
+            f"{METADATA_FILE} changed after the index was saved (the SHA-256 of its content "
+            "differs from the metadata_sha256 it records)",
+        )
+    appended = any(isinstance(entry, dict) and entry.get("appendable") for entry in files.values())
+    for name, entry in files.items():
+        if Path(name).name != name or name == METADATA_FILE:
+            raise _corrupt(path, f"its {METADATA_FILE} records a checksum of {name!r}")
+        try:
+            digest, length, appendable = entry["sha256"], int(entry["bytes"]), entry["appendable"]
+        except (KeyError, TypeError, ValueError):
+            raise _corrupt(
+                path, f"its {METADATA_FILE} records {name}'s checksum as {entry!r}"
+            ) from None
+        file = path / name
+        if not file.is_file():
+            raise _corrupt(path, f"{name} is missing (the index was saved with it)")
+        size = file.stat().st_size
+        if size < length or (size > length and not appendable):
+            raise _corrupt(
+                path,
+                f"{name} holds {size} bytes but was saved with {length}: it was "
+                f"{'truncated or ' * (size < length)}rewritten after the index was saved",
+            )
+        if _sha256(file, length) != digest:
+            hint = (
+                "; records added to an index loaded from this folder are written into it, "
+                "so save that index here again to keep the folder whole"
+                if appended
+                else ""
+            )
+            raise _corrupt(
+                path,
+                f"{name} changed after the index was saved (its SHA-256 differs from the one "
+                f"{METADATA_FILE} records){hint}",
+            )
+
+
+def _check_search_ids(path: Path, search: Search, size: int) -> None:
+    """Raises unless `search` holds `size` embeddings under the store's ids 0 to size - 1."""
+    saved = search.saved_files()
+    file = saved[0] if saved else type(search).__name__
+    if search.size() != size:
+        raise _corrupt(
+            path,
+            f"{file} holds {search.size()} embeddings but {METADATA_FILE} says the index "
+            f"holds {size}",
+        )
+    ids = search.ids()
+    wrong = np.flatnonzero(ids != np.arange(size))
+    if len(wrong):
+        row = int(wrong[0])
+        raise _corrupt(
+            path,
+            f"{file} gives its row {row} the id {int(ids[row])}, but an index's search holds "
+            f"the ids of the store's records, 0 to {size - 1} in order",
+        )
+
+
+def _checksum(file: Path, length: int | None) -> dict[str, Any]:
+    """The checksum entry of `file`: of all of it, or of its first `length` bytes."""
+    size = file.stat().st_size if length is None else length
+    return {"sha256": _sha256(file, size), "bytes": size, "appendable": length is not None}
+
+
+def _sha256(file: Path, length: int) -> str:
+    """The hex SHA-256 of the first `length` bytes of `file`, read a chunk at a time."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        remaining = length
+        while remaining:
+            block = handle.read(min(remaining, _HASH_CHUNK))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+    return digest.hexdigest()
+
+
+def _metadata_digest(metadata: dict[str, Any]) -> str:
+    """The hex SHA-256 of the metadata's content but its own digest, as sorted JSON."""
+    content = {k: v for k, v in metadata.items() if k != "metadata_sha256"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _saved_store(path: Path, saved: dict[str, Any], given: Store | None) -> Store:
+    """The store to read the saved records into: `given`, or a new one of the saved class."""
+    class_name, config = saved["class_name"], saved["config"]
+    if given is not None:
+        if type(given).__name__ != class_name:
+            raise ValueError(
+                f"The index in {str(path)!r} was saved with a {class_name}, so its records can "
+                f"only be read into a {class_name}, not a {type(given).__name__}. Pass "
+                f"kv_store={class_name}(...) or none."
+            )
+        return given
+    if class_name not in STORE_CLASSES:
+        raise ValueError(
+            f"The index in {str(path)!r} was saved with a store of class {class_name!r}, which "
+            f"Indexer.load cannot create by itself (it creates {sorted(STORE_CLASSES)}). Pass "
+            f"kv_store={class_name}(...) to read the records into."
+        )
+    if STORE_CLASSES[class_name] is MemmapStore:
+        if not (path / MEMMAP_META_NAME).is_file():
+            raise FileNotFoundError(
+                f"The index in {str(path)!r} was saved with a MemmapStore but its files "
+                f"({MEMMAP_META_NAME}, *.bin) are missing. Save the index again."
+            )
+        return MemmapStore(path, **config)
+    return STORE_CLASSES[class_name](**config)
+
+
+def _search_name(search: Search) -> str | None:
+    return next((name for name, cls in SEARCH_NAMES.items() if type(search) is cls), None)
