@@ -42,8 +42,12 @@ def barlow_augmenter(
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import barlow_augmenter
     >>> augmenter = barlow_augmenter(32, seed=0)
     >>> view1, view2 = augmenter(tf.random.uniform((8, 32, 32, 3)))
+    >>> view1.shape
+    TensorShape([8, 32, 32, 3])
     """
     arguments = {
         "crop_scale": (0.08, 1.0),

@@ -26,10 +26,14 @@ class Augmenter(abc.ABC):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.augmenters import Augmenter
     >>> class Identity(Augmenter):
     ...     def augment(self, x, y=None, num_augmentations_per_example=2, is_warmup=True):
     ...         return [x] * num_augmentations_per_example
-    >>> views = Identity()(images, None, 2, False)
+    >>> views = Identity()(np.zeros((4, 8, 8, 3)), None, 2, False)
+    >>> len(views), views[0].shape
+    (2, (4, 8, 8, 3))
     """
 
     @abc.abstractmethod
@@ -113,8 +117,13 @@ class SimCLRAugmenter(Augmenter):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.augmenters import SimCLRAugmenter
+    >>> uint8_images = np.zeros((4, 40, 40, 3), dtype=np.uint8)
     >>> augmenter = SimCLRAugmenter(32, 32)
     >>> view1, view2 = augmenter(uint8_images, None, 2, False)
+    >>> view1.shape
+    TensorShape([4, 32, 32, 3])
     """
 
     def __init__(
@@ -230,8 +239,12 @@ class BarlowAugmenter(Augmenter):
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import BarlowAugmenter
     >>> augmenter = BarlowAugmenter(32, 32)
-    >>> view1, view2 = augmenter(images)
+    >>> view1, view2 = augmenter(tf.random.uniform((4, 32, 32, 3)))
+    >>> view1.shape
+    TensorShape([4, 32, 32, 3])
     """
 
     def __init__(
@@ -312,8 +325,12 @@ class ContrastiveAugmenter(Augmenter):
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import ContrastiveAugmenter
     >>> augmenter = ContrastiveAugmenter(tf.image.random_flip_left_right)
-    >>> views = augmenter(images, None, 3, False)
+    >>> views = augmenter(tf.random.uniform((4, 8, 8, 3)), None, 3, False)
+    >>> len(views), views[0].shape
+    (3, TensorShape([4, 8, 8, 3]))
     """
 
     def __init__(self, process: Callable[[tf.Tensor], tf.Tensor], num_cpu: int | None = None):

@@ -45,8 +45,12 @@ def simclr_augmenter(
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import simclr_augmenter
     >>> augmenter = simclr_augmenter(32, color_strength=0.5, blur_prob=0.0, seed=0)
     >>> view1, view2 = augmenter(tf.random.uniform((8, 32, 32, 3)))
+    >>> view1.shape
+    TensorShape([8, 32, 32, 3])
     """
     if isinstance(color_strength, bool) or not isinstance(color_strength, (int, float)):
         raise ValueError(f"color_strength must be a number >= 0. Received: {color_strength!r}")

@@ -36,8 +36,12 @@ def simsiam_augmenter(
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import simsiam_augmenter
     >>> augmenter = simsiam_augmenter(32, seed=0)
     >>> view1, view2 = augmenter(tf.random.uniform((8, 32, 32, 3)))
+    >>> view1.shape
+    TensorShape([8, 32, 32, 3])
     """
     arguments = {
         "crop_scale": (0.2, 1.0),

@@ -74,14 +74,23 @@ class ViewAugmenter:
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import ViewAugmenter
     >>> augmenter = ViewAugmenter(image_size=32, seed=1)
     >>> view1, view2 = augmenter(tf.random.uniform((4, 40, 40, 3)))
     >>> view1.shape
     TensorShape([4, 32, 32, 3])
-    >>> images = tf.random.uniform((256, 40, 40, 3))
-    >>> pairs = tf.data.Dataset.from_tensor_slices(images).batch(64).map(augmenter)
-    >>> labelled = tf.data.Dataset.from_tensor_slices((images, labels)).batch(64)
+
+    In a `tf.data` pipeline, on unlabelled batches or beside their labels:
+
+    >>> images = tf.random.uniform((16, 40, 40, 3))
+    >>> labels = tf.range(16)
+    >>> pairs = tf.data.Dataset.from_tensor_slices(images).batch(8).map(augmenter)
+    >>> labelled = tf.data.Dataset.from_tensor_slices((images, labels)).batch(8)
     >>> labelled = labelled.map(lambda x, y: (augmenter(x), y))
+    >>> (view1, view2), y = next(iter(labelled))
+    >>> view1.shape, y.shape
+    (TensorShape([8, 32, 32, 3]), TensorShape([8]))
     """
 
     def __init__(

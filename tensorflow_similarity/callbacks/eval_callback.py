@@ -72,10 +72,22 @@ class EvalCallback(keras.callbacks.Callback):
 
     Example:
 
-    >>> callback = EvalCallback(x_val, y_val, x_train[:500], y_train[:500],
+    >>> import keras
+    >>> import numpy as np
+    >>> from tensorflow_similarity.callbacks import EvalCallback
+    >>> from tensorflow_similarity.retrieval_metrics import RecallAtK
+    >>> rng = np.random.default_rng(0)
+    >>> x, y = rng.normal(size=(32, 4)), np.arange(32) % 4
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8)])
+    >>> model.compile("adam", "mse")
+    >>> callback = EvalCallback(x[:8], y[:8], x[8:], y[8:],
     ...                         retrieval_metrics=[RecallAtK(k=1)])
-    >>> history = model.fit(x_train, y_train, epochs=3, callbacks=[callback])
-    >>> history.history["recall@1"]
+    >>> history = model.fit(x, rng.normal(size=(32, 8)), epochs=2, verbose=0,
+    ...                     callbacks=[callback])
+    >>> sorted(history.history)
+    ['binary_accuracy', 'loss', 'recall@1']
+    >>> len(history.history["recall@1"])
+    2
     """
 
     def __init__(

@@ -136,9 +136,18 @@ class KNNAccuracy(keras.callbacks.Callback):
 
     Example:
 
-    >>> knn = KNNAccuracy((x_train, y_train), (x_test, y_test), k=20)
-    >>> history = model.fit(views, epochs=10, callbacks=[knn])
-    >>> history.history["knn_accuracy"]
+    >>> import keras
+    >>> import numpy as np
+    >>> from tensorflow_similarity.callbacks import KNNAccuracy
+    >>> rng = np.random.default_rng(0)
+    >>> x, y = rng.normal(size=(32, 4)), np.arange(32) % 4
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8)])
+    >>> model.compile("adam", "mse")
+    >>> knn = KNNAccuracy((x[8:], y[8:]), (x[:8], y[:8]), k=4)
+    >>> history = model.fit(x, rng.normal(size=(32, 8)), epochs=2, verbose=0,
+    ...                     callbacks=[knn])
+    >>> len(history.history["knn_accuracy"])
+    2
     """
 
     def __init__(
