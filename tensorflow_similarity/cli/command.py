@@ -56,12 +56,15 @@ def main(
 
     Example:
 
-    >>> main(["train", "--epochs", "1", "--limit", "200", "--output", "run"])
-    0
-    >>> main(["train", "--algorithm", "multisimilarity", "--output", "sup"])
-    0
-    >>> main(["lookup", "--output", "sup", "--k", "3", "digit.png"])
-    0
+    Each call trains or reads a run folder, so the example is not a doctest:
+
+    ```python
+    from tensorflow_similarity.cli.command import main
+
+    status = main(["train", "--epochs", "1", "--limit", "200", "--output", "run"])
+    status = main(["train", "--algorithm", "multisimilarity", "--output", "sup"])
+    status = main(["lookup", "--output", "sup", "--k", "3", "digit.png"])
+    ```
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
