@@ -134,8 +134,20 @@ def revert_sync_batchnorm(
 
     Example:
 
+    >>> import os
+    >>> import tempfile
+    >>> import keras
+    >>> from tensorflow_similarity.distribute import (
+    ...     convert_sync_batchnorm, revert_sync_batchnorm)
+    >>> model = keras.Sequential(
+    ...     [keras.Input((4,)), keras.layers.Dense(8), keras.layers.BatchNormalization()])
+    >>> synced = convert_sync_batchnorm(model)
+    >>> type(synced.layers[-1]).__name__
+    'SyncBatchNormalization'
     >>> plain = revert_sync_batchnorm(synced)
-    >>> plain.save("model.keras")
+    >>> type(plain.layers[-1]).__name__
+    'BatchNormalization'
+    >>> plain.save(os.path.join(tempfile.mkdtemp(), "model.keras"))
     """
     check_model(model, "revert_sync_batchnorm")
     if plugin is None:

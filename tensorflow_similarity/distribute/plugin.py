@@ -253,7 +253,13 @@ class GroupSyncBatchNorm(SyncBatchNormPlugin):
 
     Example:
 
+    >>> import keras
+    >>> from tensorflow_similarity.distribute import GroupSyncBatchNorm
+    >>> model = keras.Sequential(
+    ...     [keras.Input((4,)), keras.layers.Dense(8), keras.layers.BatchNormalization()])
     >>> synced = GroupSyncBatchNorm(2).apply(model)
+    >>> synced.layers[-1].group_size
+    2
     """
 
     def __init__(self, group_size: int) -> None:

@@ -32,9 +32,21 @@ class MemoryEvaluator(Evaluator):
 
     Example:
 
-    >>> evaluator = MemoryEvaluator()
-    >>> results = evaluator.calibrate(labels, lookups, {"0.9": 0.9}, F1Score(), "match_nearest")
-    >>> results.cutpoints["optimal"]["distance"]
+    Four queries of classes 0, 1, 0, 1 whose nearest neighbours are of classes
+    0, 1, 1, 1 at distances 0.125, 0.25, 0.375, 0.5:
+
+    >>> from tensorflow_similarity.classification_metrics import F1Score
+    >>> from tensorflow_similarity.evaluators import MemoryEvaluator
+    >>> from tensorflow_similarity.types import Lookup
+    >>> labels = [0, 1, 0, 1]
+    >>> lookups = [[Lookup(rank=1, distance=d, label=c)]
+    ...            for d, c in [(0.125, 0), (0.25, 1), (0.375, 1), (0.5, 1)]]
+    >>> results = MemoryEvaluator().calibrate(
+    ...     labels, lookups, {"0.8": 0.8}, F1Score(), "match_nearest")
+    >>> results.thresholds["f1"]
+    array([0.5     , 0.8     , 0.666667, 0.857143])
+    >>> results.cutpoints["0.8"]["distance"], results.cutpoints["optimal"]["distance"]
+    (0.25, 0.5)
     """
 
     def evaluate_retrieval(

@@ -155,8 +155,10 @@ class GeneralizedMeanPooling2D(GeneralizedMeanPooling):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.layers import GeneralizedMeanPooling2D
     >>> pool = GeneralizedMeanPooling2D(p=3.0)
-    >>> pool(np.ones((2, 7, 7, 512), "float32")).shape
+    >>> tuple(pool(np.ones((2, 7, 7, 512), "float32")).shape)
     (2, 512)
     """
 

@@ -31,8 +31,10 @@ class GeneralizedMeanPooling1D(GeneralizedMeanPooling):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.layers import GeneralizedMeanPooling1D
     >>> pool = GeneralizedMeanPooling1D(p=3.0)
-    >>> pool(np.ones((2, 10, 16), "float32")).shape
+    >>> tuple(pool(np.ones((2, 10, 16), "float32")).shape)
     (2, 16)
     """
 

@@ -29,6 +29,8 @@ class MetricEmbedding(keras.layers.Dense):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.layers import MetricEmbedding
     >>> layer = MetricEmbedding(128)
     >>> y = layer(np.random.rand(4, 512).astype("float32"))
     >>> np.allclose(np.linalg.norm(y, axis=-1), 1.0, atol=1e-5)
