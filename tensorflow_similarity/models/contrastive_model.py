@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -12,11 +13,22 @@ from tensorflow_similarity import losses
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.models.heads import (
+    ALGORITHMS,
+    _check_algorithm,
+    build_predictor,
+    build_projector,
+    get_predictor,
+    get_projector,
+)
 from tensorflow_similarity.models.index_mixin import IndexMixin
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
-ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg")
+# 0.17's names here: its head builders (`get_projector`, `get_predictor`) live in `heads`.
+__all__ = ["ContrastiveModel", "create_contrastive_model", "get_predictor", "get_projector"]
+
+_logger = logging.getLogger(__name__)
 
 # With `concat_views=None`, what each paper's reference implementation does: SimCLR's
 # TensorFlow code feeds both views as one batch; SimSiam, Barlow Twins and VICReg call the
@@ -558,3 +570,132 @@ def _num_replicas() -> int:
 def _normalised_std(x: tf.Tensor) -> tf.Tensor:
     x = tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1)
     return tf.reduce_mean(tf.math.reduce_std(x, axis=0))
+
+
+def create_contrastive_model(
+    backbone: keras.Model,
+    algorithm: str = "simsiam",
+    projector_hidden_dim: int | None = None,
+    projector_output_dim: int | None = None,
+    projector_hidden_layers: int | None = None,
+    predictor_hidden_dim: int | None = None,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+    augmenter: Any = None,
+    concat_views: bool | None = None,
+    name: str = "contrastive_model",
+    *,
+    projector: keras.Model | None = None,
+    predictor: keras.Model | None = None,
+    projector_width: str = "scaled",
+) -> ContrastiveModel:
+    """Builds a `ContrastiveModel` with the paper's projector (and predictor) for `algorithm`.
+
+    The heads are the paper's, with widths in proportion to the backbone's
+    (`projector_width="scaled"`, see `projector_widths` for the parameter
+    counts) or the paper's own (`"paper"`); the chosen widths and parameter
+    count are logged at INFO level. Heads built elsewhere are passed as
+    `projector=` (and `predictor=`), as in tensorflow-similarity 0.17. With
+    `sync_bn`, the batch norms of the backbone, the projector and the
+    predictor are all synchronised.
+
+    Args:
+        backbone: Keras model with a 2-D output `[batch, features]` (use a
+            builder's `include_top=False` with a pooling).
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"` or `"vicreg"`.
+        projector_hidden_dim: Projector hidden width; `None`: see
+            `projector_width`.
+        projector_output_dim: Projector output width; `None`: see
+            `projector_width`.
+        projector_hidden_layers: Projector hidden layers; `None` keeps 2.
+        predictor_hidden_dim: SimSiam predictor bottleneck; `None` uses a quarter
+            of the projector output width.
+        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`. Defaults to `False`.
+        augmenter: Optional callable `images -> (view1, view2)`.
+        concat_views: See `ContrastiveModel`. Defaults to `None`.
+        name: Model name.
+        projector: A projector model to use instead of building one
+            (keyword-only, as the two below); then the `projector_*`
+            arguments must be left `None`.
+        predictor: A predictor model (SimSiam only); `None` builds one on the
+            projector's output width.
+        projector_width: `"scaled"` (default) or `"paper"`; see
+            `projector_widths`.
+
+    Returns:
+        An uncompiled `ContrastiveModel`.
+
+    Raises:
+        ValueError: For an unknown algorithm or `projector_width`, a backbone
+            whose output is not 2-D, `projector` together with
+            `projector_*` widths, or a `predictor` for an algorithm other
+            than SimSiam.
+        TypeError: If a head is not a Keras model.
+
+    Example:
+
+    >>> model = create_contrastive_model(ResNet18Sim((32, 32, 3), include_top=False),
+    ...                                  "barlow", projector_output_dim=512, sync_bn=True)
+    """
+    algorithm = _check_algorithm(algorithm)
+    if not isinstance(backbone, keras.Model):
+        raise TypeError(f"backbone must be a keras.Model, got {type(backbone).__name__}.")
+    output_shape = backbone.output.shape if hasattr(backbone, "output") else None
+    if output_shape is None or len(output_shape) != 2 or output_shape[-1] is None:
+        raise ValueError(
+            "The backbone must output [batch, features]; got output shape "
+            f"{output_shape}. Build it with a pooling (e.g. include_top=False, pooling='avg')."
+        )
+    widths = {
+        "projector_hidden_dim": projector_hidden_dim,
+        "projector_output_dim": projector_output_dim,
+        "projector_hidden_layers": projector_hidden_layers,
+    }
+    given = [key for key, value in widths.items() if value is not None]
+    if projector is not None and given:
+        raise ValueError(
+            f"create_contrastive_model: {', '.join(given)} size a projector to build, but a "
+            "projector model was passed. Give either projector=... or the widths."
+        )
+    if predictor is not None and algorithm != "simsiam":
+        raise ValueError(
+            f"create_contrastive_model: only SimSiam has a predictor; algorithm={algorithm!r} "
+            "would not use the one passed. Drop predictor=..., or use algorithm='simsiam'."
+        )
+    for head_name, head in (("projector", projector), ("predictor", predictor)):
+        if head is not None and not isinstance(head, keras.Model):
+            raise TypeError(f"{head_name} must be a keras.Model, got {type(head).__name__}.")
+    resolve_sync_bn(sync_bn)  # A bad value fails here, before anything is built.
+    if projector is None:
+        projector = build_projector(
+            output_shape[-1],
+            algorithm,
+            hidden_layers=projector_hidden_layers,
+            hidden_dim=projector_hidden_dim,
+            output_dim=projector_output_dim,
+            sync_bn=sync_bn,
+            projector_width=projector_width,
+        )
+    if algorithm == "simsiam" and predictor is None:
+        out_dim = projector.output.shape[-1]
+        predictor = build_predictor(
+            out_dim,
+            hidden_dim=predictor_hidden_dim or max(out_dim // 4, 1),
+            sync_bn=sync_bn,
+        )
+    _logger.info(
+        "create_contrastive_model(%s): projector %s (%d parameters)%s",
+        algorithm,
+        "-".join(str(layer.units) for layer in projector.layers if hasattr(layer, "units")),
+        projector.count_params(),
+        f", predictor {predictor.count_params()} parameters" if predictor is not None else "",
+    )
+    return ContrastiveModel(
+        backbone,
+        projector,
+        predictor,
+        algorithm=algorithm,
+        sync_bn=sync_bn,
+        augmenter=augmenter,
+        concat_views=concat_views,
+        name=name,
+    )

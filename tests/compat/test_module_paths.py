@@ -3,8 +3,8 @@
 `KEPT_017_PATHS` lists, per module of 0.17.1's `tensorflow_similarity/`
 tree (its commit 6b67e0a), the public names it defined or re-exported that
 this package keeps; a 0.17 user's imports of them run unchanged. What is
-gone on purpose, or still to be moved by the owner of the module, is listed
-apart, so that a name disappearing or reappearing fails a test.
+gone on purpose is listed apart, so that a name disappearing or reappearing
+fails a test.
 """
 
 from __future__ import annotations
@@ -203,7 +203,12 @@ KEPT_017_PATHS = {
         "SimilarityModel",
         "create_contrastive_model",
     ],
-    "tensorflow_similarity.models.contrastive_model": ["ContrastiveModel"],
+    "tensorflow_similarity.models.contrastive_model": [
+        "ContrastiveModel",
+        "create_contrastive_model",
+        "get_predictor",
+        "get_projector",
+    ],
     "tensorflow_similarity.models.similarity_model": ["SimilarityModel"],
     "tensorflow_similarity.retrieval_metrics": [
         "BNDCG",
@@ -311,15 +316,6 @@ REMOVED_017_PATHS = {
     "tensorflow_similarity.search.utils": None,
 }
 
-# Still to be kept at 0.17's path by the owners of these modules (see the reason).
-PENDING_017_NAMES = {
-    "tensorflow_similarity.models.contrastive_model": (
-        ["create_contrastive_model", "get_predictor", "get_projector"],
-        "models.heads imports models.contrastive_model, so the builders cannot be "
-        "re-exported there without a cycle",
-    ),
-}
-
 
 @pytest.mark.parametrize("module", sorted(KEPT_017_PATHS))
 def test_each_017_module_path_imports_and_holds_its_names(module):
@@ -383,20 +379,6 @@ def test_removed_017_paths_stay_removed(module):
     assert not [name for name in names if hasattr(imported, name)]
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        pytest.param(module, marks=pytest.mark.xfail(strict=True, reason=reason))
-        for module, (_, reason) in sorted(PENDING_017_NAMES.items())
-    ],
-)
-def test_pending_017_names(module):
-    imported = importlib.import_module(module)
-    names, _ = PENDING_017_NAMES[module]
-
-    assert all(hasattr(imported, name) for name in names)
-
-
 def test_augmentation_utils_is_an_attribute_of_a_fresh_import():
     """0.17's notebooks call tfsim.augmenters.augmentation_utils.* after importing the package
     alone: checked in a fresh process, where no other test imported the subpackage first."""
@@ -413,3 +395,15 @@ def test_augmentation_utils_is_an_attribute_of_a_fresh_import():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "True"
+
+
+def test_0_17_model_builders_import_first_from_their_0_17_module():
+    # In a fresh process, so that no earlier import of `models` decides the order.
+    code = (
+        "from tensorflow_similarity.models.contrastive_model import ("
+        "create_contrastive_model, get_predictor, get_projector); "
+        "import tensorflow_similarity.models as m; "
+        "assert create_contrastive_model is m.create_contrastive_model; "
+        "assert get_projector is m.get_projector and get_predictor is m.get_predictor"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
