@@ -107,11 +107,20 @@ class ContrastiveModel(IndexMixin, keras.Model):
 
     Example:
 
-    >>> strategy = tf.distribute.MirroredStrategy()
-    >>> with strategy.scope():
-    ...     model = create_contrastive_model(ResNet18Sim((32, 32, 3)), "simsiam", sync_bn=True)
-    ...     model.compile(optimizer="sgd")
-    >>> model.fit(view_pairs, epochs=10)
+    Training under a strategy, on a `tf.data.Dataset` of `(view1, view2)`
+    batches (`view_pairs`), so the example is not a doctest:
+
+    ```python
+    import tensorflow as tf
+    from tensorflow_similarity.architectures import ResNet18Sim
+    from tensorflow_similarity.models import create_contrastive_model
+
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = create_contrastive_model(ResNet18Sim((32, 32, 3)), "simsiam", sync_bn=True)
+        model.compile(optimizer="sgd")
+    model.fit(view_pairs, epochs=10)
+    ```
     """
 
     def __init__(
@@ -633,8 +642,14 @@ def create_contrastive_model(
 
     Example:
 
-    >>> model = create_contrastive_model(ResNet18Sim((32, 32, 3), include_top=False),
-    ...                                  "barlow", projector_output_dim=512, sync_bn=True)
+    >>> import keras
+    >>> from tensorflow_similarity.models import create_contrastive_model
+    >>> images = keras.Input((8, 8, 3))
+    >>> features = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(16, 3)(images))
+    >>> model = create_contrastive_model(keras.Model(images, features), "barlow",
+    ...                                  projector_output_dim=64, sync_bn=True)
+    >>> model.projector.output.shape
+    (None, 64)
     """
     algorithm = _check_algorithm(algorithm)
     if not isinstance(backbone, keras.Model):

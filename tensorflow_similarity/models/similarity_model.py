@@ -43,14 +43,23 @@ class SimilarityModel(IndexMixin, keras.Model):
 
     Example:
 
+    >>> import keras
+    >>> import numpy as np
+    >>> from tensorflow_similarity.layers import MetricEmbedding
+    >>> from tensorflow_similarity.losses import MultiSimilarityLoss
+    >>> from tensorflow_similarity.models import SimilarityModel
+    >>> rng = np.random.default_rng(0)
+    >>> x_train, y_train = rng.random((32, 8, 8, 3)), np.arange(32) % 4
+    >>> x_val, y_val = rng.random((8, 8, 8, 3)), np.arange(8) % 4
     >>> inputs = keras.Input((8, 8, 3))
     >>> x = keras.layers.Flatten()(inputs)
     >>> model = SimilarityModel(inputs, MetricEmbedding(16)(x))
     >>> model.compile("adam", loss=MultiSimilarityLoss(), distance="cosine")
-    >>> model.fit(x_train, y_train, epochs=5)
-    >>> model.index(x_train, y_train, data=x_train)
-    >>> model.calibrate(x_val, y_val)
-    >>> model.match(x_test)
+    >>> history = model.fit(x_train, y_train, epochs=2, verbose=0)
+    >>> model.index(x_train, y_train, data=x_train, verbose=0)
+    >>> calibration = model.calibrate(x_val, y_val, verbose=0)
+    >>> len(model.match(x_val[:4]))
+    4
     """
 
     def __init__(
