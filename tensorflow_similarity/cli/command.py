@@ -7,29 +7,29 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import keras
-import numpy as np
 
-from tensorflow_similarity.cli import devices, lookup, metric, run_folder
-from tensorflow_similarity.cli.devices import DevicePlan
-from tensorflow_similarity.cli.errors import TrainingDiverged
+from tensorflow_similarity.cli import devices, lookup, run_folder
+from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from tensorflow_similarity.cli.metric import MetricJob
 from tensorflow_similarity.cli.parser import (
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    SUPERVISED_ALGORITHMS,
-    UsageError,
     build_parser,
     check_numbers,
     check_output,
+    job_of,
     resolve_defaults,
     resumed_options,
 )
-from tensorflow_similarity.cli.pretrain import train
-from tensorflow_similarity.data import ImageData, check_data_spec, load_data
+from tensorflow_similarity.cli.pretrain import PretrainJob
+from tensorflow_similarity.cli.run import Job, start
+from tensorflow_similarity.data import check_data_spec, load_data
+
+# The job of each key of `parser.job_of`.
+JOBS: dict[str, type[Job]] = {"ssl": PretrainJob, "supervised": MetricJob}
 
 
 def main(
@@ -61,8 +61,9 @@ def main(
     ```python
     from tensorflow_similarity.cli.command import main
 
-    status = main(["train", "--epochs", "1", "--limit", "200", "--output", "run"])
-    status = main(["train", "--algorithm", "multisimilarity", "--output", "sup"])
+    status = main(["pretrain", "--epochs", "1", "--limit", "200", "--output", "run"])
+    status = main(["train-metric", "--algorithm", "multisimilarity", "--output", "sup"])
+    status = main(["train", "--algorithm", "simclr", "--output", "run2"])  # either job
     status = main(["lookup", "--output", "sup", "--k", "3", "digit.png"])
     ```
     """
@@ -156,47 +157,6 @@ def _run(
         data = load_data(args.data, args.image_size, seed=args.seed, limit=args.limit)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    if args.algorithm in SUPERVISED_ALGORITHMS:
-        metric.check_data(args, data)
-        return _start(metric.train, args, plan, data, output, callbacks)
-    if len(data.y_train) < args.batch_size:
-        raise UsageError(
-            f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} training "
-            "images; use a smaller batch or more data."
-        )
-    _warn_single_class(data)
-    return _start(train, args, plan, data, output, callbacks)
-
-
-def _start(
-    job: Callable[..., int],
-    args: argparse.Namespace,
-    plan: DevicePlan,
-    data: ImageData,
-    output: Path,
-    callbacks: Sequence[keras.callbacks.Callback],
-) -> int:
-    """Runs `job` once every check has passed; with `--overwrite`, deletes the old run first."""
-    chief = devices.is_chief_process(args.strategy)
-    if args.overwrite:
-        run_folder.clear(output if chief else output / f"worker-{devices.task_index()}")
-    try:
-        return job(args, plan, data, output, callbacks)
-    except TrainingDiverged as error:
-        return run_folder.report_divergence(output, error, chief)
-
-
-def _warn_single_class(data: ImageData) -> None:
-    """Warns on stderr that kNN accuracy means nothing when the training images are one class."""
-    classes = np.unique(data.y_train)
-    if len(classes) != 1:
-        return
-    print(
-        f"tfsim: warning: the training images of {data.source} are all of one class "
-        f"({data.class_names[int(classes[0])]}): every neighbour is of that class, so the kNN "
-        "accuracy reads 1.000 before and after training and says nothing about the "
-        "embeddings (the loss still does). Give a folder with one sub-folder of images per "
-        "class to measure it.",
-        file=sys.stderr,
-        flush=True,
-    )
+    job = JOBS[job_of(args)]
+    job.check_data(args, data)
+    return start(job(args, plan, data), output, callbacks)

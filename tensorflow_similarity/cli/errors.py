@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-# Training stopped on a non-finite loss or weight (EXIT_USAGE and EXIT_INTERRUPTED, 2 and
-# 130, are in `parser`).
+# Bad input, reported before any work starts (argparse's own status).
+EXIT_USAGE = 2
+# Training stopped on a non-finite loss or weight.
 EXIT_DIVERGED = 3
+# Ctrl-C or SIGTERM: 128 + SIGINT, as a shell reports a process it interrupted.
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):

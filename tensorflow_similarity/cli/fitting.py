@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity import augmenters
-from tensorflow_similarity.cli.errors import TrainingDiverged
-from tensorflow_similarity.cli.parser import UsageError
+from tensorflow_similarity.cli.errors import TrainingDiverged, UsageError
+from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.distribute.layer_walk import walk_layers
 from tensorflow_similarity.layers import recompute_batch_norm_statistics
 
@@ -118,6 +118,23 @@ def make_optimizer(
     if name == "adam":
         return keras.optimizers.Adam(learning_rate)
     return keras.optimizers.SGD(learning_rate, momentum=0.9, weight_decay=5e-4)
+
+
+def scheduled_optimizer(
+    args: argparse.Namespace, steps_per_epoch: int
+) -> keras.optimizers.Optimizer:
+    """The run's `--optimizer` at `--learning-rate`, decayed to 0 (cosine) over all its steps."""
+    schedule = keras.optimizers.schedules.CosineDecay(
+        args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
+    )
+    return make_optimizer(args.optimizer, schedule)
+
+
+def sync_bn_policy(args: argparse.Namespace) -> bool | GroupSyncBatchNorm:
+    """The builders' `sync_bn` of a run: `--sync-bn`, in groups of `--sync-group-size` if given."""
+    if not args.sync_bn:
+        return False
+    return GroupSyncBatchNorm(args.sync_group_size) if args.sync_group_size else True
 
 
 def fit_epochs(

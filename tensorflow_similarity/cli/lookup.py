@@ -19,10 +19,51 @@ import keras
 import numpy as np
 
 from tensorflow_similarity.cli import run_folder
-from tensorflow_similarity.cli.parser import SUPERVISED_ALGORITHMS, UsageError
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.data import IMAGE_EXTENSIONS, read_image
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models.index_mixin import index_path
+
+
+def add_lookup_command(commands: Any) -> None:
+    """Adds the `lookup` sub-command to the sub-parsers `commands`."""
+    lookup = commands.add_parser(
+        "lookup",
+        help="find the nearest indexed images of images, with a supervised run's model",
+        description=(
+            "Embed images with the model of a supervised run (OUTPUT/model.keras) and print "
+            "the nearest images of its index (the training images of every class): rank, "
+            "class and distance. Images are read as training read them: converted to RGB, "
+            "resized to the run's --image-size and scaled to [0, 1]."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    lookup.add_argument(
+        "images",
+        nargs="+",
+        metavar="IMAGE_OR_FOLDER",
+        help="image files (" + ", ".join(IMAGE_EXTENSIONS) + "), or folders: their images, "
+        "sub-folders included, in name order",
+    )
+    lookup.add_argument(
+        "--output",
+        default="tfsim-output",
+        metavar="DIR",
+        help="the folder of a finished `tfsim train-metric` run (or of `tfsim train` with "
+        "a metric loss)",
+    )
+    lookup.add_argument("--k", type=int, default=5, help="neighbours per image")
+    lookup.add_argument(
+        "--json", action="store_true", help="print JSON instead of a table, for programs"
+    )
+    lookup.add_argument(
+        "--no-safe-mode",
+        dest="safe_mode",
+        action="store_false",
+        help="load a run whose index or model holds pickled Python objects or code (Keras' "
+        "safe_mode=False): loading it runs that code, so only for a run you trust",
+    )
 
 
 def image_paths(arguments: list[str]) -> list[Path]:

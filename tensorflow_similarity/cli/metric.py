@@ -1,4 +1,4 @@
-"""The supervised run of `tfsim train`: metric learning of a `SimilarityModel` on seen classes.
+"""The metric-learning job (`tfsim train-metric`): a `SimilarityModel` trained on seen classes.
 
 The model trains on the first `--train-classes` classes with class-balanced
 batches and a metric loss, then indexes the training images of every class
@@ -26,9 +26,7 @@ measured figures.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +36,20 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
-from tensorflow_similarity.cli import report, run_folder, metric_report
-from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
+from tensorflow_similarity.cli import metric_report
+from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
-    BatchNormStatistics,
-    EpochBackup,
     augmented_queries,
-    fit_epochs,
     inference_function,
-    make_optimizer,
     parallel_batches,
     pixel_vectors,
+    scheduled_optimizer,
+    sync_bn_policy,
 )
-from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
+from tensorflow_similarity.cli.run import Job
 from tensorflow_similarity.data import ImageData
-from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers import CosineClassifier
 from tensorflow_similarity.losses import (
     ArcFaceLoss,
@@ -179,18 +175,12 @@ def build_models(
     They are one model, except for ArcFace, whose trainer adds a
     `CosineClassifier` head (one centre per training class) to the embedding.
     """
-    if args.sync_bn:
-        sync_bn = GroupSyncBatchNorm(args.sync_group_size) if args.sync_group_size else True
-    else:
-        sync_bn = False
+    sync_bn = sync_bn_policy(args)
     size = args.image_size
     model = BUILDERS[args.backbone](
         (size, size, 3), embedding_size=args.embedding_size, sync_bn=sync_bn
     )
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
-    )
-    optimizer = make_optimizer(args.optimizer, schedule)
+    optimizer = scheduled_optimizer(args, steps_per_epoch)
     if args.algorithm == "arcface":
         centres = CosineClassifier(train_classes, name="class_centres")
         trainer = keras.Model(model.inputs, centres(model.outputs[0]), name="arcface_trainer")
@@ -230,150 +220,140 @@ def check_data(args: argparse.Namespace, data: ImageData) -> None:
         )
 
 
-def train(
-    args: argparse.Namespace,
-    plan: DevicePlan,
-    data: ImageData,
-    output: Path,
-    callbacks: Sequence[keras.callbacks.Callback] = (),
-) -> int:
-    """Trains, evaluates, indexes and writes the outputs of one supervised run.
+class MetricJob(Job):
+    """Supervised metric learning of a `SimilarityModel` (`tfsim train-metric`).
 
-    Args:
-        args: The checked options.
-        plan: The devices, already configured.
-        data: The training and test images.
-        output: The run's folder.
-        callbacks: More Keras callbacks, run after tfsim's own.
-
-    Returns:
-        The exit status: 0, or `EXIT_INTERRUPTED` on `KeyboardInterrupt`.
-
-    Raises:
-        UsageError: If the classes or the model do not fit the options.
+    Trains on the first `--train-classes` classes, indexes the training
+    images of every class, and scores the held-out images (`retrieval`):
+    recall@1 and mAP@R before training and after each epoch, seen and unseen
+    classes apart, beside the raw pixels'.
     """
-    seen_classes = list(range(args.train_classes))
-    seen = np.isin(data.y_train, seen_classes)
-    x_seen, y_seen = data.x_train[seen], data.y_train[seen]
-    classes_per_batch = args.classes_per_batch or args.train_classes
-    steps_per_epoch = len(y_seen) // args.batch_size
-    keras.utils.set_random_seed(args.seed)
-    if args.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    strategy = make_strategy(args.strategy, plan)
-    chief = is_chief(strategy)
-    worker_dir = output if chief else output / f"worker-{task_index()}"
-    worker_dir.mkdir(parents=True, exist_ok=True)
-    backup = EpochBackup(worker_dir / "backup", steps_per_epoch)
-    if not args.resume and backup.backup_dir.exists():
-        shutil.rmtree(backup.backup_dir)
-    try:
-        with strategy.scope():
-            model, trainer = build_models(args, args.train_classes, steps_per_epoch)
-            first_epoch = backup.restore(trainer) if args.resume else 0
-    except ValueError as error:
-        raise UsageError(str(error)) from None
 
-    indices = balanced_batches(
-        y_seen,
-        classes_per_batch,
-        args.batch_size // classes_per_batch,
-        args.seed,
-        first_epoch * steps_per_epoch,
-        args.epochs * steps_per_epoch,
-    )
-    augmenter = train_augmenter(args.image_size, args.seed, args.data) if args.augment else None
-    dataset = labelled_batches(
-        x_seen, y_seen, indices, first_epoch * steps_per_epoch, augmenter, args.deterministic
-    )
-    embed = inference_function(model)
-    evaluation = RetrievalEvaluation(
-        embed,
-        data.x_train,
-        data.y_train,
-        data.x_test,
-        data.y_test,
-        seen_classes,
-        None if augmenter is None else augmented_queries(data.x_test, augmenter),
-    )
-    history_file = output / "history.json"
-    records: list[dict[str, Any]] = []
-    before = None
-    if args.resume and history_file.is_file():
-        saved = json.loads(history_file.read_text())
-        # History is written before the backup: it may hold one epoch more than the backup.
-        records, before = saved.get("epochs", [])[:first_epoch], saved.get("retrieval_before")
-    if before is None:
-        before = evaluation.evaluate()
-    # The reference any embedding should beat: the images' own pixels, searched the same way.
-    pixels = RetrievalEvaluation(
-        pixel_vectors,
-        data.x_train,
-        data.y_train,
-        data.x_test,
-        data.y_test,
-        seen_classes,
-        evaluation.augmented_query_images,
-    ).evaluate()
-    if chief:
-        report.write_run_file(output, args, plan, class_names=data.class_names)
+    def __init__(self, args: argparse.Namespace, plan: DevicePlan, data: ImageData) -> None:
+        super().__init__(args, plan, data)
+        self.seen_classes = list(range(args.train_classes))
+        seen = np.isin(data.y_train, self.seen_classes)
+        self.x_seen, self.y_seen = data.x_train[seen], data.y_train[seen]
+        self.pixels: dict[str, float] = {}
 
-    timer = report.EpochTimer(steps_per_epoch * args.batch_size)
-    recorder = metric_report.RetrievalHistoryWriter(
-        history_file if chief else None, records, before, timer
-    )
-    batch_norm = report.describe_batch_norm(args, plan.replicas)
-    if chief:
-        print(metric_report.first_line(args, data, len(y_seen), plan, batch_norm, before))
-    try:
-        fit_epochs(
-            trainer,
-            dataset,
-            args,
-            first_epoch,
-            steps_per_epoch,
-            [
-                timer,
-                # The trained classes' clean images: the unseen ones stay unseen.
-                BatchNormStatistics(model, x_seen),
-                evaluation,
-                recorder,
-                report.ScalarLogger(worker_dir / "logs" / "train"),
-                backup,
-                *callbacks,
-            ],
-            chief,
+    check_data = staticmethod(check_data)
+
+    @property
+    def train_images(self) -> np.ndarray:
+        # The trained classes' clean images: the unseen ones stay unseen.
+        return self.x_seen
+
+    @property
+    def network(self) -> keras.Model:
+        return self.model
+
+    def build(self, steps_per_epoch: int) -> keras.Model:
+        self.model, trainer = build_models(self.args, self.args.train_classes, steps_per_epoch)
+        return trainer
+
+    def batches(self, first_epoch: int, steps_per_epoch: int) -> tf.data.Dataset:
+        args = self.args
+        classes_per_batch = args.classes_per_batch or args.train_classes
+        indices = balanced_batches(
+            self.y_seen,
+            classes_per_batch,
+            args.batch_size // classes_per_batch,
+            args.seed,
+            first_epoch * steps_per_epoch,
+            args.epochs * steps_per_epoch,
         )
-        if not recorder.records:
-            raise UsageError("training ran no epoch; nothing to report.")
-        if chief:
-            index = build_index(embed(data.x_train), data.y_train, data=list(data.x_train))
-            model.save(output / "model.keras", save_index=False)
-            index.save(index_path(output / "model.keras"))
-            summary = metric_report.summary(
-                args, plan, recorder.records, before, batch_norm, index.size(), pixels
-            )
-            report.write_json(output / "summary.json", summary)
-            metric_report.plot(
-                output,
-                recorder.records,
-                before,
-                index,
-                embed(data.x_test),
-                data,
-                args.train_classes,
-            )
-            run_folder.finish(output)
-        # Last: an interruption before this point can still be resumed.
-        shutil.rmtree(backup.backup_dir, ignore_errors=True)
-    except KeyboardInterrupt:
-        run_folder.print_interrupted(output, backup.epochs_saved)
-        return EXIT_INTERRUPTED
-    if chief:
-        print(metric_report.table(summary))
-        print(
+        self.augmenter = (
+            train_augmenter(args.image_size, args.seed, args.data) if args.augment else None
+        )
+        return labelled_batches(
+            self.x_seen,
+            self.y_seen,
+            indices,
+            first_epoch * steps_per_epoch,
+            self.augmenter,
+            args.deterministic,
+        )
+
+    def evaluations(self) -> list[keras.callbacks.Callback]:
+        data = self.data
+        self.embed = inference_function(self.model)
+        self.evaluation = RetrievalEvaluation(
+            self.embed,
+            data.x_train,
+            data.y_train,
+            data.x_test,
+            data.y_test,
+            self.seen_classes,
+            None if self.augmenter is None else augmented_queries(data.x_test, self.augmenter),
+        )
+        return [self.evaluation]
+
+    def figures_before(self, saved: dict[str, Any]) -> dict[str, Any]:
+        data = self.data
+        before = saved.get("retrieval_before")
+        if before is None:
+            before = self.evaluation.evaluate()
+        # The reference any embedding should beat: the images' own pixels, searched the same way.
+        self.pixels = RetrievalEvaluation(
+            pixel_vectors,
+            data.x_train,
+            data.y_train,
+            data.x_test,
+            data.y_test,
+            self.seen_classes,
+            self.evaluation.augmented_query_images,
+        ).evaluate()
+        return {"retrieval_before": before}
+
+    def run_file_extra(self) -> dict[str, Any]:
+        return {"class_names": self.data.class_names}
+
+    def first_line(self, before: dict[str, Any], batch_norm: str) -> str:
+        return metric_report.first_line(
+            self.args,
+            self.data,
+            len(self.y_seen),
+            self.plan,
+            batch_norm,
+            before["retrieval_before"],
+        )
+
+    def save(self, output: Path) -> None:
+        data = self.data
+        self.index = build_index(self.embed(data.x_train), data.y_train, data=list(data.x_train))
+        self.model.save(output / "model.keras", save_index=False)
+        self.index.save(index_path(output / "model.keras"))
+
+    def summary(
+        self, records: list[dict[str, Any]], before: dict[str, Any], batch_norm: str
+    ) -> dict[str, Any]:
+        return metric_report.summary(
+            self.args,
+            self.plan,
+            records,
+            before["retrieval_before"],
+            batch_norm,
+            self.index.size(),
+            self.pixels,
+        )
+
+    def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:
+        metric_report.plot(
+            output,
+            records,
+            before["retrieval_before"],
+            self.index,
+            self.embed(self.data.x_test),
+            self.data,
+            self.args.train_classes,
+        )
+
+    def table(self, summary: dict[str, Any]) -> str:
+        return metric_report.table(summary)
+
+    def last_line(self, output: Path) -> str:
+        return (
             f"tfsim: wrote model.keras, its index {index_path(output / 'model.keras').name}/, "
             f"history.json, logs/ and plots to {output}. Look images up with: tfsim lookup "
             f"--output {output} IMAGE..."
         )
-    return 0

@@ -1,4 +1,4 @@
-"""The options of the supervised `tfsim train` job and of `tfsim lookup`, and their checks."""
+"""The options of the metric-learning job (`tfsim train-metric`) and their checks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from tensorflow_similarity.cli.errors import UsageError
-from tensorflow_similarity.data import IMAGE_EXTENSIONS
 from tensorflow_similarity.datasets.glyphs import NUM_SEEN_CLASSES as GLYPHS_SEEN_CLASSES
 
 # Supervised metric learning (`cli.supervised`): the metric loss of each name.
@@ -68,45 +67,6 @@ def add_supervised_arguments(train: argparse.ArgumentParser, default: Callable[[
         help="supervised: train on augmented images, never flipped (glyphs: affine warps "
         "and stroke widths; other data: a random resized crop, colour jitter and blur), a "
         "regulariser",
-    )
-
-
-def add_lookup_command(commands: Any) -> None:
-    """Adds the `lookup` sub-command to the sub-parsers `commands`."""
-    lookup = commands.add_parser(
-        "lookup",
-        help="find the nearest indexed images of images, with a supervised run's model",
-        description=(
-            "Embed images with the model of a supervised run (OUTPUT/model.keras) and print "
-            "the nearest images of its index (the training images of every class): rank, "
-            "class and distance. Images are read as training read them: converted to RGB, "
-            "resized to the run's --image-size and scaled to [0, 1]."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    lookup.add_argument(
-        "images",
-        nargs="+",
-        metavar="IMAGE_OR_FOLDER",
-        help="image files (" + ", ".join(IMAGE_EXTENSIONS) + "), or folders: their images, "
-        "sub-folders included, in name order",
-    )
-    lookup.add_argument(
-        "--output",
-        default="tfsim-output",
-        metavar="DIR",
-        help="the folder of a finished supervised `tfsim train` run",
-    )
-    lookup.add_argument("--k", type=int, default=5, help="neighbours per image")
-    lookup.add_argument(
-        "--json", action="store_true", help="print JSON instead of a table, for programs"
-    )
-    lookup.add_argument(
-        "--no-safe-mode",
-        dest="safe_mode",
-        action="store_false",
-        help="load a run whose index or model holds pickled Python objects or code (Keras' "
-        "safe_mode=False): loading it runs that code, so only for a run you trust",
     )
 
 

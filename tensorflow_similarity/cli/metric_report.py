@@ -1,4 +1,7 @@
-"""What a supervised `tfsim` run reports: history.json, the summary table and its plots."""
+"""What a metric-learning `tfsim` run reports: its first line, summary table and plots.
+
+history.json, TensorBoard's scalars and loss.png are every run's (`report`).
+"""
 
 from __future__ import annotations
 
@@ -23,30 +26,6 @@ from tensorflow_similarity.visualization import projector, viz_neighbors_imgs
 NEIGHBOUR_QUERIES = 2
 NEIGHBOURS = 5
 _TITLES = {"recall_at_1": "recall@1", "map_at_r": "mAP@R"}
-
-
-class RetrievalHistoryWriter(report.HistoryWriter):
-    """`report.HistoryWriter` whose file holds the retrieval figures before training.
-
-    history.json: `{"retrieval_before": {...}, "epochs": [...]}`.
-    """
-
-    def __init__(
-        self,
-        path: Path | None,
-        records: list[dict[str, Any]],
-        before: dict[str, float],
-        timer: report.EpochTimer,
-    ) -> None:
-        super().__init__(None, records, before, timer)
-        self.history_path = path
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        super().on_epoch_end(epoch, logs)
-        if self.history_path is not None:
-            report.write_json(
-                self.history_path, {"retrieval_before": self.knn_before, "epochs": self.records}
-            )
 
 
 def first_line(

@@ -11,12 +11,13 @@ import json
 import math
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
-from tensorflow_similarity.cli.errors import UsageError
-from tensorflow_similarity.cli.run_folder import check_resumable
+from tensorflow_similarity.cli.errors import EXIT_USAGE, UsageError
+from tensorflow_similarity.cli.lookup import add_lookup_command
 from tensorflow_similarity.cli.metric_options import (
     DEFAULT_TRAIN_CLASSES,
     GLYPHS_SEEN_CLASSES,
@@ -24,10 +25,10 @@ from tensorflow_similarity.cli.metric_options import (
     SUPERVISED_DEFAULTS,
     SUPERVISED_LEARNING_RATES,
     SUPERVISED_ONLY,
-    add_lookup_command,
     add_supervised_arguments,
     check_supervised_numbers,
 )
+from tensorflow_similarity.cli.run_folder import check_resumable
 from tensorflow_similarity.data import EMBEDDED_SOURCES
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS
 
@@ -59,8 +60,6 @@ DATA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 # The self-supervised algorithm of `tfsim train` with no --algorithm, by data (else simsiam).
 DEFAULT_ALGORITHMS = {"glyphs": "simclr"}
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 # Options that define the run: `--resume` takes them from run.json, and giving a different
 # value is an error (the backup would not fit the model or the schedule).
@@ -93,87 +92,110 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"tfsim: error: {message}\n")
 
 
-def _data_default_text(key: str, self_supervised: Any, supervised: Any) -> str:
-    """The help text of an option's defaults by job and, where `DATA_DEFAULTS` differ, data."""
+# The two jobs, by their key in `DATA_DEFAULTS`: the words that name them, and their defaults
+# that do not depend on the data.
+JOB_TITLES = {"ssl": "self-supervised", "supervised": "supervised"}
+_JOB_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ssl": {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE, "optimizer": "sgd"},
+    "supervised": {**SUPERVISED_DEFAULTS, "optimizer": "sgd"},
+}
+# The metric loss of `tfsim train-metric` with no --algorithm (`tfsim train` has none).
+DEFAULT_METRIC_ALGORITHM = "multisimilarity"
+# The job of each training command; `train` runs the job its --algorithm names.
+COMMAND_JOBS = {"pretrain": "ssl", "train-metric": "supervised"}
+_COMMAND_OF_JOB = {job: command for command, job in COMMAND_JOBS.items()}
+BOTH_JOBS = ("ssl", "supervised")
+
+
+def job_of(args: argparse.Namespace) -> str:
+    """The job a parsed training command runs: `"ssl"` or `"supervised"`."""
+    if args.command in COMMAND_JOBS:
+        return COMMAND_JOBS[args.command]
+    return "supervised" if args.algorithm in SUPERVISED_ALGORITHMS else "ssl"
+
+
+def _data_default_text(key: str, jobs: tuple[str, ...]) -> str:
+    """The help text of an option's defaults for `jobs` and, where `DATA_DEFAULTS` differ, data.
+
+    With both jobs, each part is titled (`self-supervised: ...; supervised: ...`).
+    """
     parts = []
-    for job, jobs_default, title in (
-        ("ssl", self_supervised, "self-supervised"),
-        ("supervised", supervised, "supervised"),
-    ):
+    for job in jobs:
         by_data = [
-            f"{jobs[job][key]} on {data}"
-            for data, jobs in DATA_DEFAULTS.items()
-            if key in jobs[job]
+            f"{defaults[job][key]} on {data}"
+            for data, defaults in DATA_DEFAULTS.items()
+            if key in defaults[job]
         ]
-        other = f"else {jobs_default}" if by_data else str(jobs_default)
-        parts.append(f"{title}: " + ", ".join([*by_data, other]))
+        own = _JOB_DEFAULTS[job][key]
+        text = ", ".join([*by_data, f"else {own}" if by_data else str(own)])
+        parts.append(f"{JOB_TITLES[job]}: {text}" if len(jobs) > 1 else text)
     return "; ".join(parts)
 
 
-def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
-    """Returns the `tfsim` argument parser.
-
-    Args:
-        suppress_defaults: Leave options that are not given out of the parsed
-            namespace (used to tell explicit options from defaults on
-            `--resume`). Defaults to `False`.
-
-    Returns:
-        An `argparse.ArgumentParser` with the `train` sub-command.
-    """
-
-    def default(value: Any) -> Any:
-        return argparse.SUPPRESS if suppress_defaults else value
-
-    parser = _Parser(
-        prog="tfsim",
-        description="Self-supervised learning with exact synchronised batch norm (Keras 3).",
+def _algorithm_help(jobs: tuple[str, ...]) -> str:
+    self_supervised = (
+        ", ".join(f"{name} on {data}" for data, name in DEFAULT_ALGORITHMS.items())
+        + ", else simsiam"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
-    train = commands.add_parser(
-        "train",
-        help="train a self-supervised or a metric-learning model and report its embeddings' "
-        "quality",
-        description=(
-            "Train an embedding model with synchronised batch norm under tf.distribute: "
-            "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
-            "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
-            "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
-            "every class, seen and unseen classes apart). With no options: SimCLR with Adam, "
-            "ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 5 epochs: minutes "
-            "on two CPU cores."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    train.add_argument(
-        "--algorithm",
-        choices=ALGORITHMS + SUPERVISED_ALGORITHMS,
-        default=default(None),
-        help="self-supervised algorithm (loss, projector and predictor of its paper: "
+    if jobs == ("ssl",):
+        return (
+            "self-supervised algorithm: the loss, projector and predictor of its paper. "
+            f"Default: {self_supervised}"
+        )
+    if jobs == ("supervised",):
+        return (
+            "the metric loss the SimilarityModel trains with on the labelled classes. "
+            f"Default: {DEFAULT_METRIC_ALGORITHM}"
+        )
+    return (
+        "self-supervised algorithm (loss, projector and predictor of its paper: "
         + ", ".join(ALGORITHMS)
         + "), or the metric loss of supervised metric learning of a SimilarityModel on "
-        "labelled classes ("
-        + ", ".join(SUPERVISED_ALGORITHMS)
-        + "). Default: "
-        + ", ".join(f"{name} on {data}" for data, name in DEFAULT_ALGORITHMS.items())
-        + ", else simsiam",
+        "labelled classes (" + ", ".join(SUPERVISED_ALGORITHMS) + f"). Default: {self_supervised}"
     )
-    train.add_argument(
+
+
+def _learning_rate_help(jobs: tuple[str, ...]) -> str:
+    by_loss = ""
+    if "supervised" in jobs:
+        by_loss = (
+            ", "
+            + ", ".join(f"{rate} for {name}" for name, rate in SUPERVISED_LEARNING_RATES.items())
+            + " (their losses scale gradients by a large constant)"
+        )
+    return (
+        f"peak learning rate (cosine decay). Default: {ADAM_LEARNING_RATE} with adam; "
+        f"with sgd {DEFAULT_LEARNING_RATE}{by_loss}"
+    )
+
+
+def _add_run_arguments(
+    command: argparse.ArgumentParser, default: Callable[[Any], Any], jobs: tuple[str, ...]
+) -> None:
+    """Adds the options of a training command that runs `jobs` (one job, or both for `train`)."""
+    command.add_argument(
+        "--algorithm",
+        choices=tuple(
+            name for job in jobs for name in (ALGORITHMS if job == "ssl" else SUPERVISED_ALGORITHMS)
+        ),
+        default=default(None),
+        help=_algorithm_help(jobs),
+    )
+    command.add_argument(
         "--backbone",
         choices=tuple(BUILDERS),
         default=default("resnet18"),
         help="backbone network, trained from scratch; smallest image side: "
         + ", ".join(f"{name} {size}" for name, size in MIN_IMAGE_SIZES.items()),
     )
-    train.add_argument(
+    command.add_argument(
         "--sync-bn",
         action=argparse.BooleanOptionalAction,
         default=default(True),
         help="synchronise batch norm across replicas (global-batch statistics); "
         "--no-sync-bn normalises each replica's batch on its own",
     )
-    train.add_argument(
+    command.add_argument(
         "--sync-group-size",
         type=int,
         default=default(None),
@@ -181,7 +203,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         help="synchronise batch norm within groups of G consecutive replicas "
         "(GroupSyncBatchNorm); G must divide the number of replicas. Default: all replicas",
     )
-    train.add_argument(
+    command.add_argument(
         "--replicas",
         type=int,
         default=default(None),
@@ -190,7 +212,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         f"when there is no GPU. Default: all visible GPUs, else {DEFAULT_CPU_REPLICAS} CPU "
         "devices",
     )
-    train.add_argument(
+    command.add_argument(
         "--strategy",
         choices=STRATEGIES,
         default=default("mirrored"),
@@ -198,7 +220,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "MultiWorkerMirroredStrategy over the cluster in TF_CONFIG (replicas: workers x "
         "local GPUs, or one CPU per worker), or OneDeviceStrategy",
     )
-    train.add_argument(
+    command.add_argument(
         "--data",
         default=default("glyphs"),
         metavar="SOURCE",
@@ -208,7 +230,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "images per class, or tfds:NAME (TensorFlow Datasets, if installed and its data "
         "reachable). Each class is split 80/20 into train/test",
     )
-    train.add_argument(
+    command.add_argument(
         "--image-size",
         type=int,
         default=default(None),
@@ -218,57 +240,62 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         + f", {DEFAULT_IMAGE_SIZE} for other data: small, so that the default runs stay fast "
         "on CPUs",
     )
-    supervised = SUPERVISED_DEFAULTS
-    train.add_argument(
+    command.add_argument(
         "--epochs",
         type=int,
         default=default(None),
-        help="training epochs. Default: "
-        + _data_default_text("epochs", DEFAULT_EPOCHS, supervised["epochs"]),
+        help="training epochs. Default: " + _data_default_text("epochs", jobs),
     )
-    train.add_argument(
+    # What a batch holds, after "(at least one image each)".
+    batches = {
+        BOTH_JOBS: "; supervised batches hold --classes-per-batch classes with the same number "
+        "of images each. ",
+        ("supervised",): ". Each batch holds --classes-per-batch classes with the same number "
+        "of images each. ",
+        ("ssl",): ". ",
+    }[jobs]
+    command.add_argument(
         "--batch-size",
         type=int,
         default=default(None),
-        help="global batch size, split over the replicas (at least one image each); "
-        "supervised batches hold --classes-per-batch classes with the same number of images "
-        "each. Default: "
-        + _data_default_text("batch_size", DEFAULT_BATCH_SIZE, supervised["batch_size"]),
+        help="global batch size, split over the replicas (at least one image each)"
+        + batches
+        + "Default: "
+        + _data_default_text("batch_size", jobs),
     )
-    train.add_argument(
+    command.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
         default=default(None),
         help="sgd (momentum 0.9, weight decay 5e-4) or adam, with cosine decay of the "
-        "learning rate. Default: " + _data_default_text("optimizer", "sgd", "sgd"),
+        "learning rate. Default: " + _data_default_text("optimizer", jobs),
     )
-    train.add_argument(
+    command.add_argument(
         "--learning-rate",
         type=float,
         default=default(None),
         metavar="LR",
-        help=f"peak learning rate (cosine decay). Default: {ADAM_LEARNING_RATE} with adam; "
-        f"with sgd {DEFAULT_LEARNING_RATE}, "
-        + ", ".join(f"{rate} for {name}" for name, rate in SUPERVISED_LEARNING_RATES.items())
-        + " (their losses scale gradients by a large constant)",
+        help=_learning_rate_help(jobs),
     )
-    add_supervised_arguments(train, default)
-    train.add_argument(
-        "--projector-dim",
-        type=int,
-        default=default(512),
-        metavar="D",
-        help="self-supervised: width of the projector's layers (SimSiam's predictor: D/4); "
-        "the papers use 2048-8192 for ImageNet",
-    )
-    train.add_argument(
+    if "supervised" in jobs:
+        add_supervised_arguments(command, default)
+    if "ssl" in jobs:
+        command.add_argument(
+            "--projector-dim",
+            type=int,
+            default=default(512),
+            metavar="D",
+            help="self-supervised: width of the projector's layers (SimSiam's predictor: D/4); "
+            "the papers use 2048-8192 for ImageNet",
+        )
+    command.add_argument(
         "--seed",
         type=int,
         default=default(0),
         help="seed of the split, the weights, and each epoch's order and views: a run "
         "repeated with the same options on the same machine gives the same model",
     )
-    train.add_argument(
+    command.add_argument(
         "--deterministic",
         action=argparse.BooleanOptionalAction,
         default=default(True),
@@ -276,28 +303,28 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "enable_op_determinism), so that a seeded run is reproducible and a resumed run "
         "ends as the uninterrupted one would; --no-deterministic may be faster on GPUs",
     )
-    train.add_argument(
+    command.add_argument(
         "--limit",
         type=int,
         default=default(None),
         metavar="N",
         help="use at most N images (a random subset), for quick runs. Default: all",
     )
-    train.add_argument(
+    command.add_argument(
         "--output",
         default=default("tfsim-output"),
         metavar="DIR",
         help="folder for the model, history, TensorBoard logs and plots (created if needed). "
         "A folder that holds a run is refused unless --resume or --overwrite is given",
     )
-    train.add_argument(
+    command.add_argument(
         "--resume",
         action="store_true",
         default=default(False),
         help="continue the interrupted run in --output from its last completed epoch (or "
         "from the start if it completed none), with the options it was started with",
     )
-    train.add_argument(
+    command.add_argument(
         "--overwrite",
         action="store_true",
         default=default(False),
@@ -305,12 +332,91 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         "(model.keras, model.index/, run.json, history.json, summary.json, logs/, backup/, "
         "the plots), and nothing else",
     )
-    train.add_argument(
+    command.add_argument(
         "--verbose",
         action="store_true",
         default=default(False),
         help="show TensorFlow's C++ log (hidden by default unless TF_CPP_MIN_LOG_LEVEL is set)",
     )
+
+
+def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+    """Returns the `tfsim` argument parser.
+
+    Its commands: `pretrain` (self-supervised) and `train-metric` (metric
+    learning), each with its own job's options only; `train`, the
+    compatible spelling of both, which runs the job its `--algorithm` names
+    and takes both jobs' options (refusing the other job's after parsing,
+    in `resolve_defaults`); and `lookup`.
+
+    Args:
+        suppress_defaults: Leave options that are not given out of the parsed
+            namespace (used to tell explicit options from defaults on
+            `--resume`). Defaults to `False`.
+
+    Returns:
+        An `argparse.ArgumentParser` with the `pretrain`, `train-metric`,
+        `train` and `lookup` sub-commands.
+    """
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress_defaults else value
+
+    parser = _Parser(
+        prog="tfsim",
+        description="Self-supervised pretraining and metric learning with exact synchronised "
+        "batch norm (Keras 3).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    pretrain = commands.add_parser(
+        "pretrain",
+        help="self-supervised pretraining (simsiam, simclr, barlow, vicreg) and the kNN "
+        "accuracy of its embeddings",
+        description=(
+            "Pretrain an embedding model without labels, with synchronised batch norm under "
+            "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor "
+            "of its algorithm's paper, and the kNN accuracy of held-out images (clean and "
+            "augmented) before training and after each epoch. With no options: SimCLR with "
+            "Adam, ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 5 epochs: "
+            "minutes on two CPU cores."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_run_arguments(pretrain, default, ("ssl",))
+    metric = commands.add_parser(
+        "train-metric",
+        help="supervised metric learning (multisimilarity, triplet, circle, pn, softnn, "
+        "supcon, arcface), an index of every class, and recall@1 and mAP@R",
+        description=(
+            "Train a SimilarityModel with a metric loss on the first --train-classes classes, "
+            "with synchronised batch norm under tf.distribute and class-balanced batches; "
+            "index the training images of every class and report recall@1 and mAP@R of "
+            "held-out images before training and after each epoch, seen and unseen classes "
+            "apart. `tfsim lookup` searches the finished run's index. With no options: "
+            "MultiSimilarity with Adam, ResNet-18, sync batch norm over 2 replicas, glyphs at "
+            "16x16 (62 seen classes, 16 classes x 4 images a batch), 12 epochs."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_run_arguments(metric, default, ("supervised",))
+    train = commands.add_parser(
+        "train",
+        help="either job, chosen by --algorithm: the compatible spelling of pretrain and "
+        "train-metric",
+        description=(
+            "Train an embedding model with synchronised batch norm under tf.distribute: "
+            "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
+            "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
+            "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
+            "every class, seen and unseen classes apart). The job is the one --algorithm "
+            "names, as `tfsim pretrain` or `tfsim train-metric` would run it; an option of "
+            "the other job is an error. With no options: SimCLR with Adam, ResNet-18, sync "
+            "batch norm over 2 replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_run_arguments(train, default, BOTH_JOBS)
     add_lookup_command(commands)
     return parser
 
@@ -322,16 +428,19 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
     """Returns `args` with the job's own defaults filled in.
 
     The self-supervised and supervised jobs have their own epochs and batch
-    size; an option of one job given to the other is refused.
+    size. `pretrain` and `train-metric` have only their job's options; `train`
+    has both jobs', and refuses the other job's here. The other job's
+    options are `None` in the result (and in run.json), whatever the spelling.
 
     Raises:
         UsageError: If an option does not belong to the job of `--algorithm`.
     """
+    supervised = job_of(args) == "supervised"
     if args.algorithm is None:
-        args = argparse.Namespace(
-            **{**vars(args), "algorithm": DEFAULT_ALGORITHMS.get(args.data, "simsiam")}
+        algorithm = (
+            DEFAULT_METRIC_ALGORITHM if supervised else DEFAULT_ALGORITHMS.get(args.data, "simsiam")
         )
-    supervised = args.algorithm in SUPERVISED_ALGORITHMS
+        args = argparse.Namespace(**{**vars(args), "algorithm": algorithm})
     foreign = SELF_SUPERVISED_ONLY if supervised else SUPERVISED_ONLY
     for key in foreign:
         if key in explicit:
@@ -349,12 +458,7 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
                 f"{job}. Drop {flag}."
             )
     defaults = {
-        **(
-            SUPERVISED_DEFAULTS
-            if supervised
-            else {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE}
-        ),
-        "optimizer": "sgd",
+        **_JOB_DEFAULTS["supervised" if supervised else "ssl"],
         "image_size": EMBEDDED_SOURCES.get(args.data, DEFAULT_IMAGE_SIZE),
         **DATA_DEFAULTS.get(args.data, {}).get("supervised" if supervised else "ssl", {}),
     }
@@ -408,6 +512,14 @@ def resumed_options(
                 f"{saved.get(key)!r}. --resume continues that run with its own options; "
                 "drop the option, or start a new run in another --output."
             )
+    command_job = COMMAND_JOBS.get(args.command)
+    saved_job = "supervised" if saved.get("algorithm") in SUPERVISED_ALGORITHMS else "ssl"
+    if command_job is not None and command_job != saved_job:
+        raise UsageError(
+            f"{str(output)!r} holds a {JOB_TITLES[saved_job]} run (--algorithm "
+            f"{saved.get('algorithm')}), which tfsim {args.command} does not run; continue it "
+            f"with: tfsim {_COMMAND_OF_JOB[saved_job]} --output {output} --resume"
+        )
     merged = vars(args).copy()
     merged.update({key: saved.get(key) for key in RUN_OPTIONS})
     return argparse.Namespace(**merged)

@@ -1,4 +1,4 @@
-"""The training run of `tfsim train`: model, views, backup and `fit`.
+"""The self-supervised job (`tfsim pretrain`): a `ContrastiveModel`, its views, kNN accuracy.
 
 Reproducibility: batch `n` of a run (epoch `n // steps`, step `n % steps`)
 is a pure function of `(seed, n)`: its images are a slice of a stateless
@@ -12,9 +12,8 @@ weights as the uninterrupted run.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +24,19 @@ import tensorflow as tf
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
-from tensorflow_similarity.cli import report, run_folder
-from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
+from tensorflow_similarity.cli import pretrain_report
+from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
-    BatchNormStatistics,
-    EpochBackup,
     augmented_queries,
-    fit_epochs,
     inference_function,
-    make_optimizer,
     parallel_batches,
     pixel_vectors,
+    scheduled_optimizer,
+    sync_bn_policy,
 )
-from tensorflow_similarity.cli.parser import EXIT_INTERRUPTED, UsageError
+from tensorflow_similarity.cli.run import Job
 from tensorflow_similarity.data import ImageData
-from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.models import create_contrastive_model
 
 AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {
@@ -105,191 +102,161 @@ def view_batches(
     )
 
 
-def _build_model(args: argparse.Namespace, steps_per_epoch: int) -> keras.Model:
-    if args.sync_bn:
-        sync_bn = GroupSyncBatchNorm(args.sync_group_size) if args.sync_group_size else True
-    else:
-        sync_bn = False
-    size = args.image_size
-    backbone = BUILDERS[args.backbone](
-        (size, size, 3), include_top=False, pooling="avg", sync_bn=sync_bn
-    )
-    model = create_contrastive_model(
-        backbone,
-        args.algorithm,
-        projector_hidden_dim=args.projector_dim,
-        projector_output_dim=args.projector_dim,
-        predictor_hidden_dim=max(args.projector_dim // 4, 1),
-        sync_bn=sync_bn,
-    )
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
-    )
-    model.compile(optimizer=make_optimizer(args.optimizer, schedule))
-    model(tf.zeros((1, size, size, 3)))  # built, so that a backup can be loaded into it
-    return model
+class PretrainJob(Job):
+    """Self-supervised pretraining of a `ContrastiveModel` (`tfsim pretrain`).
 
-
-def train(
-    args: argparse.Namespace,
-    plan: DevicePlan,
-    data: ImageData,
-    output: Path,
-    callbacks: Sequence[keras.callbacks.Callback] = (),
-) -> int:
-    """Trains, evaluates and writes the outputs of one run.
-
-    Args:
-        args: The checked options.
-        plan: The devices, already configured.
-        data: The training and test images.
-        output: The run's folder.
-        callbacks: More Keras callbacks, run after tfsim's own (the backup
-            of an epoch is written before they see its end).
-
-    Returns:
-        The exit status: 0, or `EXIT_INTERRUPTED` on `KeyboardInterrupt`
-        (Ctrl-C, or SIGTERM as `main` maps it) during training or writing.
-
-    Raises:
-        UsageError: If the model cannot be built from the options.
+    Figures: the kNN accuracy (k=20, against the clean training images) of
+    the clean test images and of augmented ones (`fitting.augmented_queries`),
+    before training and after each epoch, beside the raw pixels'.
     """
-    keras.utils.set_random_seed(args.seed)
-    if args.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    strategy = make_strategy(args.strategy, plan)
-    chief = is_chief(strategy)
-    worker_dir = output if chief else output / f"worker-{task_index()}"
-    worker_dir.mkdir(parents=True, exist_ok=True)
-    steps_per_epoch = len(data.y_train) // args.batch_size
-    backup = EpochBackup(worker_dir / "backup", steps_per_epoch)
-    if not args.resume and backup.backup_dir.exists():
-        shutil.rmtree(backup.backup_dir)
-    try:
-        with strategy.scope():
-            model = _build_model(args, steps_per_epoch)
-            first_epoch = backup.restore(model) if args.resume else 0
-    except ValueError as error:
-        raise UsageError(str(error)) from None
 
-    augmenter = view_augmenter(args)
-    dataset = view_batches(
-        data.x_train,
-        augmenter,
-        args.batch_size,
-        args.seed,
-        first_epoch,
-        args.epochs,
-        deterministic=args.deterministic,
-    )
-    embed = inference_function(model.backbone)
-    knn = KNNAccuracy(
-        (data.x_train, data.y_train),
-        (data.x_test, data.y_test),
-        k=min(20, len(data.y_train)),
-        embedding_fn=embed,
-    )
-    knn_augmented = KNNAccuracy(
-        (data.x_train, data.y_train),
-        (augmented_queries(data.x_test, augmenter), data.y_test),
-        k=knn.k,
-        embedding_fn=embed,
-        name="knn_accuracy_augmented",
-    )
-    history_file = output / "history.json"
-    records: list[dict[str, Any]] = []
-    knn_before = knn_augmented_before = None
-    if args.resume and history_file.is_file():
-        saved = json.loads(history_file.read_text())
-        # History is written before the backup: it may hold one epoch more than the backup.
-        records, knn_before, knn_augmented_before = (
-            saved.get("epochs", [])[:first_epoch],
-            saved.get("knn_accuracy_before"),
-            saved.get("knn_accuracy_augmented_before"),
-        )
-    if knn_before is None:
-        knn_before = knn.evaluate()
-    # The reference training should beat: the raw pixels' kNN accuracy.
-    knn_pixels = KNNAccuracy(
-        (data.x_train, data.y_train),
-        (data.x_test, data.y_test),
-        k=knn.k,
-        embedding_fn=pixel_vectors,
-    ).evaluate()
-    if knn_augmented_before is None:
-        knn_augmented_before = knn_augmented.evaluate()
-    if chief:
-        report.write_run_file(output, args, plan)
+    def __init__(self, args: argparse.Namespace, plan: DevicePlan, data: ImageData) -> None:
+        super().__init__(args, plan, data)
+        self.knn_pixels = float("nan")
 
-    timer = report.EpochTimer(steps_per_epoch * args.batch_size)
-    recorder = report.HistoryWriter(
-        history_file if chief else None,
-        records,
-        knn_before,
-        timer,
-        knn_augmented_before=knn_augmented_before,
-    )
-    batch_norm = report.describe_batch_norm(args, plan.replicas)
-    if chief:
+    @staticmethod
+    def check_data(args: argparse.Namespace, data: ImageData) -> None:
+        """Refuses a batch larger than the training images; warns if they are one class."""
+        if len(data.y_train) < args.batch_size:
+            raise UsageError(
+                f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} "
+                "training images; use a smaller batch or more data."
+            )
+        _warn_single_class(data)
+
+    @property
+    def train_images(self) -> np.ndarray:
+        return self.data.x_train
+
+    @property
+    def network(self) -> keras.Model:
+        return self.model.backbone
+
+    def build(self, steps_per_epoch: int) -> keras.Model:
+        args = self.args
+        sync_bn = sync_bn_policy(args)
         size = args.image_size
-        print(
+        backbone = BUILDERS[args.backbone](
+            (size, size, 3), include_top=False, pooling="avg", sync_bn=sync_bn
+        )
+        self.model = create_contrastive_model(
+            backbone,
+            args.algorithm,
+            projector_hidden_dim=args.projector_dim,
+            projector_output_dim=args.projector_dim,
+            predictor_hidden_dim=max(args.projector_dim // 4, 1),
+            sync_bn=sync_bn,
+        )
+        self.model.compile(optimizer=scheduled_optimizer(args, steps_per_epoch))
+        self.model(tf.zeros((1, size, size, 3)))
+        return self.model
+
+    def batches(self, first_epoch: int, steps_per_epoch: int) -> tf.data.Dataset:
+        self.augmenter = view_augmenter(self.args)
+        return view_batches(
+            self.data.x_train,
+            self.augmenter,
+            self.args.batch_size,
+            self.args.seed,
+            first_epoch,
+            self.args.epochs,
+            deterministic=self.args.deterministic,
+        )
+
+    def evaluations(self) -> list[keras.callbacks.Callback]:
+        data = self.data
+        self.embed = inference_function(self.model.backbone)
+        self.knn = KNNAccuracy(
+            (data.x_train, data.y_train),
+            (data.x_test, data.y_test),
+            k=min(20, len(data.y_train)),
+            embedding_fn=self.embed,
+        )
+        self.knn_augmented = KNNAccuracy(
+            (data.x_train, data.y_train),
+            (augmented_queries(data.x_test, self.augmenter), data.y_test),
+            k=self.knn.k,
+            embedding_fn=self.embed,
+            name="knn_accuracy_augmented",
+        )
+        return [self.knn, self.knn_augmented]
+
+    def figures_before(self, saved: dict[str, Any]) -> dict[str, Any]:
+        data = self.data
+        knn_before = saved.get("knn_accuracy_before")
+        knn_augmented_before = saved.get("knn_accuracy_augmented_before")
+        if knn_before is None:
+            knn_before = self.knn.evaluate()
+        # The reference training should beat: the raw pixels' kNN accuracy.
+        self.knn_pixels = KNNAccuracy(
+            (data.x_train, data.y_train),
+            (data.x_test, data.y_test),
+            k=self.knn.k,
+            embedding_fn=pixel_vectors,
+        ).evaluate()
+        if knn_augmented_before is None:
+            knn_augmented_before = self.knn_augmented.evaluate()
+        return {
+            "knn_accuracy_before": knn_before,
+            "knn_accuracy_augmented_before": knn_augmented_before,
+        }
+
+    def first_line(self, before: dict[str, Any], batch_norm: str) -> str:
+        args, data, size = self.args, self.data, self.args.image_size
+        return (
             f"tfsim: {args.algorithm} with {args.backbone} on {data.source}: "
             f"{len(data.y_train)} train / {len(data.y_test)} test images at {size}x{size}; "
-            f"{plan.replicas} replicas ({args.strategy}), batch norm {batch_norm}; "
-            f"kNN accuracy before training {knn_before:.3f} "
-            f"(augmented queries {knn_augmented_before:.3f}; raw pixels {knn_pixels:.3f})",
-            flush=True,
+            f"{self.plan.replicas} replicas ({args.strategy}), batch norm {batch_norm}; "
+            f"kNN accuracy before training {before['knn_accuracy_before']:.3f} "
+            f"(augmented queries {before['knn_accuracy_augmented_before']:.3f}; "
+            f"raw pixels {self.knn_pixels:.3f})"
         )
-    try:
-        fit_epochs(
-            model,
-            dataset,
-            args,
-            first_epoch,
-            steps_per_epoch,
-            [
-                timer,
-                BatchNormStatistics(model.backbone, data.x_train),
-                knn,
-                knn_augmented,
-                recorder,
-                report.ScalarLogger(worker_dir / "logs" / "train"),
-                backup,
-                *callbacks,
-            ],
-            chief,
+
+    def save(self, output: Path) -> None:
+        self.model.save(output / "model.keras")
+
+    def summary(
+        self, records: list[dict[str, Any]], before: dict[str, Any], batch_norm: str
+    ) -> dict[str, Any]:
+        return pretrain_report.summary(
+            self.args,
+            self.plan,
+            records,
+            before["knn_accuracy_before"],
+            batch_norm,
+            knn_augmented_before=before["knn_accuracy_augmented_before"],
+            knn_pixels=self.knn_pixels,
         )
-        if not recorder.records:
-            raise UsageError("training ran no epoch; nothing to report.")
-        embeddings = embed(data.x_test)
-        if chief:
-            model.save(output / "model.keras")
-            summary = report.summary(
-                args,
-                plan,
-                recorder.records,
-                knn_before,
-                batch_norm,
-                knn_augmented_before=knn_augmented_before,
-                knn_pixels=knn_pixels,
-            )
-            report.write_json(output / "summary.json", summary)
-            report.plot(
-                output,
-                recorder.records,
-                knn_before,
-                embeddings,
-                data.y_test,
-                data.class_names,
-                knn_augmented_before=knn_augmented_before,
-            )
-            run_folder.finish(output)
-        # Last: an interruption before this point can still be resumed.
-        shutil.rmtree(backup.backup_dir, ignore_errors=True)
-    except KeyboardInterrupt:
-        run_folder.print_interrupted(output, backup.epochs_saved)
-        return EXIT_INTERRUPTED
-    if chief:
-        print(report.table(summary))
-        print(f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}")
-    return 0
+
+    def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:
+        pretrain_report.plot(
+            output,
+            records,
+            before["knn_accuracy_before"],
+            self.embed(self.data.x_test),
+            self.data.y_test,
+            self.data.class_names,
+            knn_augmented_before=before["knn_accuracy_augmented_before"],
+        )
+
+    def table(self, summary: dict[str, Any]) -> str:
+        return pretrain_report.table(summary)
+
+    def last_line(self, output: Path) -> str:
+        return f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}"
+
+
+def _warn_single_class(data: ImageData) -> None:
+    """Warns on stderr that kNN accuracy means nothing when the training images are one class."""
+    classes = np.unique(data.y_train)
+    if len(classes) != 1:
+        return
+    print(
+        f"tfsim: warning: the training images of {data.source} are all of one class "
+        f"({data.class_names[int(classes[0])]}): every neighbour is of that class, so the kNN "
+        "accuracy reads 1.000 before and after training and says nothing about the "
+        "embeddings (the loss still does). Give a folder with one sub-folder of images per "
+        "class to measure it.",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,140 @@
+"""What a self-supervised `tfsim` run reports: its summary table and plots.
+
+history.json, TensorBoard's scalars and loss.png are every run's (`report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from tensorflow_similarity.cli import report
+from tensorflow_similarity.cli.devices import DevicePlan
+
+
+def summary(
+    args: argparse.Namespace,
+    plan: DevicePlan,
+    records: list[dict[str, Any]],
+    knn_before: float,
+    batch_norm: str,
+    knn_augmented_before: float | None = None,
+    knn_pixels: float | None = None,
+) -> dict[str, Any]:
+    """Returns the run's summary (summary.json, and the rows of `table`).
+
+    `knn_accuracy_augmented_before`/`_after` (when `knn_augmented_before` is
+    given) are the kNN accuracies of the augmented test queries
+    (`fitting.augmented_queries`) against the clean training images;
+    `knn_accuracy_pixels` (when `knn_pixels` is given) that of the raw pixels.
+    """
+    augmented = {}
+    if knn_augmented_before is not None:
+        augmented = {
+            "knn_accuracy_augmented_before": knn_augmented_before,
+            "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
+        }
+    pixels = {} if knn_pixels is None else {"knn_accuracy_pixels": knn_pixels}
+    return {
+        "knn_accuracy_before": knn_before,
+        "knn_accuracy_after": records[-1].get("knn_accuracy"),
+        **pixels,
+        **augmented,
+        **report.run_figures(args, plan, records, batch_norm),
+    }
+
+
+def table(summary: dict[str, Any]) -> str:
+    """Returns `summary` as the table printed at the end of a run."""
+    rows = [
+        ("kNN accuracy before training", f"{summary['knn_accuracy_before']:.3f}"),
+        ("kNN accuracy after training", f"{summary['knn_accuracy_after']:.3f}"),
+    ]
+    if summary.get("knn_accuracy_pixels") is not None:
+        rows.append(("kNN accuracy of the raw pixels", f"{summary['knn_accuracy_pixels']:.3f}"))
+    if summary.get("knn_accuracy_augmented_after") is not None:
+        rows += [
+            (
+                "kNN accuracy, augmented queries, before",
+                f"{summary['knn_accuracy_augmented_before']:.3f}",
+            ),
+            (
+                "kNN accuracy, augmented queries, after",
+                f"{summary['knn_accuracy_augmented_after']:.3f}",
+            ),
+        ]
+    rows += [
+        ("images per second (training)", f"{summary['images_per_second']:.1f}"),
+        ("seconds per epoch (training)", f"{summary['seconds_per_epoch']:.1f}"),
+        ("epochs", str(summary["epochs"])),
+        ("replicas", f"{summary['replicas']} ({summary['strategy']})"),
+        ("batch norm", summary["batch_norm"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    value_width = max(len(value) for _, value in rows)
+    rule = f"+-{'-' * width}-+-{'-' * value_width}-+"
+    lines = [rule] + [f"| {n.ljust(width)} | {v.ljust(value_width)} |" for n, v in rows] + [rule]
+    return "\n".join(lines)
+
+
+def plot(
+    output: Path,
+    records: list[dict[str, Any]],
+    knn_before: float,
+    embeddings: Any,
+    labels: Any,
+    class_names: list[str],
+    knn_augmented_before: float | None = None,
+) -> None:
+    """Writes loss.png, knn_accuracy.png and embeddings.png (a 2-D PCA) to `output`.
+
+    knn_accuracy.png has the clean test queries' curve and, when
+    `knn_augmented_before` is given, the augmented queries' one.
+
+    Figures are made with `matplotlib.figure.Figure`, not pyplot, so that no
+    GUI backend is chosen or needed.
+    """
+    epochs = [r["epoch"] for r in records]
+    report.plot_loss(output, records)
+
+    figure = Figure(figsize=(5, 3.5))
+    axis = figure.subplots()
+    axis.plot(
+        [0, *epochs],
+        [knn_before] + [r.get("knn_accuracy") for r in records],
+        marker="o",
+        label="clean test queries",
+    )
+    if knn_augmented_before is not None:
+        axis.plot(
+            [0, *epochs],
+            [knn_augmented_before] + [r.get("knn_accuracy_augmented") for r in records],
+            marker="s",
+            label="augmented test queries",
+        )
+        axis.legend(fontsize=8, loc="best")
+    axis.set(xlabel="epoch (0: before training)", ylabel="kNN accuracy", title="kNN accuracy")
+    figure.tight_layout()
+    figure.savefig(output / "knn_accuracy.png", dpi=100)
+
+    embeddings = np.asarray(embeddings, np.float64).reshape(len(embeddings), -1)
+    centred = embeddings - embeddings.mean(axis=0)
+    # PCA by SVD: deterministic and fast, and needs no scikit-learn.
+    _, _, components = np.linalg.svd(centred, full_matrices=False)
+    points = centred @ components[:2].T
+    figure = Figure(figsize=(5.5, 4.5))
+    axis = figure.subplots()
+    scatter = axis.scatter(points[:, 0], points[:, 1], c=labels, cmap="tab10", s=8)
+    handles, _ = scatter.legend_elements(num=None)
+    present = sorted(set(np.asarray(labels).tolist()))
+    if len(present) <= 20:
+        axis.legend(
+            handles, [class_names[i] for i in present], fontsize=7, loc="best", markerscale=0.8
+        )
+    axis.set(title="Test embeddings (PCA)", xlabel="PC 1", ylabel="PC 2")
+    figure.tight_layout()
+    figure.savefig(output / "embeddings.png", dpi=100)
