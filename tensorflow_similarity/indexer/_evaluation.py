@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
-from tensorflow_similarity.text_table import format_table
 from tensorflow_similarity.types import CalibrationResults
 
 

@@ -31,11 +31,11 @@ from tensorflow_similarity.indexer._evaluation import (
     cutpoints_table,
     match_at_cutpoints,
 )
+from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
 from tensorflow_similarity.search import SEARCH_NAMES, Search, make_search
 from tensorflow_similarity.stores import MemoryStore, Store
-from tensorflow_similarity.text_table import format_table
 from tensorflow_similarity.types import (
     CalibrationResults,
     Lookup,

@@ -13,6 +13,7 @@ from tensorflow_similarity.classification_metrics import (
     ClassificationMetric,
     make_classification_metric,
 )
+from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
 from tensorflow_similarity.models.index_lookup_mixin import (
     IndexLookupMixin,
@@ -21,7 +22,6 @@ from tensorflow_similarity.models.index_lookup_mixin import (
     index_path,
 )
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
-from tensorflow_similarity.text_table import format_table
 from tensorflow_similarity.types import CalibrationResults
 
 __all__ = ["IndexMixin", "canonical_distance", "index_path"]

@@ -1,4 +1,4 @@
-"""Plain-text tables, as the index API prints its statistics and results."""
+"""Plain-text tables, as the index (and the models' index verbs) print statistics and results."""
 
 from __future__ import annotations
 
