@@ -17,11 +17,11 @@ import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.indexer import METADATA_FILE, Indexer
 from tensorflow_similarity.models import SimilarityModel
 from tensorflow_similarity.models.index_mixin import index_path
 from tensorflow_similarity.stores import MemmapStore
+from tensorflow_similarity.stores.npz import write_npz
 
 DIM = 5
 SIZE = 160

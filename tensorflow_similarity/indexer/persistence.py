@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from tensorflow_similarity._npz import refuse_pickled
 from tensorflow_similarity.classification_metrics import make_classification_metric
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.search import SEARCH_NAMES, Search
 from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
 from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
+from tensorflow_similarity.stores.npz import refuse_pickled
 
 if TYPE_CHECKING:
     from tensorflow_similarity.indexer.indexer import Indexer

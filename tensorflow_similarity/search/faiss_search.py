@@ -11,8 +11,6 @@ from typing import Any
 import keras
 import numpy as np
 
-from tensorflow_similarity._growing_array import GrowingArray
-from tensorflow_similarity._npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity._validation import check_choice, check_int
 from tensorflow_similarity.distances import (
     CosineDistance,
@@ -23,6 +21,8 @@ from tensorflow_similarity.distances import (
     SquaredEuclideanDistance,
 )
 from tensorflow_similarity.search.search import Search
+from tensorflow_similarity.stores.growing_array import GrowingArray
+from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
 
 FORMAT_VERSION = 1
 FILE_NAME = "faiss_search.npz"

@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tensorflow_similarity._npz import check_finite_rows
+from tensorflow_similarity.stores.npz import check_finite_rows
 from tensorflow_similarity.stores.store import Store
 
 FORMAT_VERSION = 1

@@ -9,8 +9,8 @@ from typing import Any
 import keras
 import numpy as np
 
-from tensorflow_similarity._growing_array import GrowingArray
-from tensorflow_similarity._npz import check_finite_rows, read_npz, write_npz
+from tensorflow_similarity.stores.growing_array import GrowingArray
+from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity.stores.store import Store
 
 FORMAT_VERSION = 1

@@ -21,24 +21,24 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import main, run_folder
 from tensorflow_similarity.cli.fitting import inference_function
-from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
-from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
 from tensorflow_similarity.cli.metric import LOSSES, balanced_batches
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
+from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
+from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
 from tensorflow_similarity.data import load_data, read_image
 from tensorflow_similarity.distribute.layer_walk import all_layers
 from tensorflow_similarity.models.index_mixin import index_path
-from tests.distributed import mirrored_strategy
-from tests.stores.test_memory_store import _Payload
+from tensorflow_similarity.stores.npz import write_npz
 from tests.cli.test_cli import (
     history,
 )
 from tests.cli.test_cli_run_folder import InterruptAtTrainBegin
+from tests.distributed import mirrored_strategy
+from tests.stores.test_memory_store import _Payload
 
 LIMIT = 160
 # One quick in-process run: 160 digits (about 75 training images of the 6 seen classes).

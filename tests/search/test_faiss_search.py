@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.search import FaissSearch, LinearSearch
+from tensorflow_similarity.stores.npz import write_npz
 from tests.search.references import knn_loop
 
 pytest.importorskip("faiss")

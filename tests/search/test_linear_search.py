@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.search import LinearSearch
+from tensorflow_similarity.stores.npz import write_npz
 from tests.search.references import REFERENCES, knn_loop
 
 

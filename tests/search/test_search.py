@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.search import FaissSearch, LinearSearch, make_search
+from tensorflow_similarity.stores.npz import write_npz
 from tests.search.references import knn_loop
 
 DIM = 8

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity._npz import write_npz
 from tensorflow_similarity.stores import MemoryStore
+from tensorflow_similarity.stores.npz import write_npz
 
 
 def _filled():
