@@ -30,7 +30,14 @@ def load_image(path: str, target_size: tuple[int, int] | None = None) -> tf.Tens
 
     Example:
 
-    >>> image = load_image("cat.jpg", target_size=(224, 224))
+    >>> import os
+    >>> import tempfile
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import load_image
+    >>> path = os.path.join(tempfile.mkdtemp(), "cat.png")
+    >>> tf.io.write_file(path, tf.io.encode_png(np.zeros((32, 48, 3), np.uint8)))
+    >>> image = load_image(path, target_size=(224, 224))
     >>> image.shape, image.dtype
     (TensorShape([224, 224, 3]), tf.float32)
     """
@@ -86,11 +93,24 @@ class MultiShotFileSampler(MultiShotMemorySampler):
 
     Example:
 
+    >>> import functools
+    >>> import os
+    >>> import tempfile
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import MultiShotFileSampler, load_image
+    >>> folder = tempfile.mkdtemp()
+    >>> paths = [os.path.join(folder, f"{i}.png") for i in range(16)]
+    >>> for i, path in enumerate(paths):
+    ...     tf.io.write_file(path, tf.io.encode_png(np.full((8, 8, 3), i, np.uint8)))
+    >>> labels = np.arange(16) % 4  # four classes of four images
     >>> sampler = MultiShotFileSampler(
     ...     paths, labels, functools.partial(load_image, target_size=(64, 64)),
-    ...     classes_per_batch=8, examples_per_class_per_batch=4, seed=0,
+    ...     classes_per_batch=2, examples_per_class_per_batch=4, seed=0,
     ... )
-    >>> images, classes = sampler[0]  # 32 images, read from their files
+    >>> images, classes = sampler[0]  # 8 images, read from their files
+    >>> images.shape
+    TensorShape([8, 64, 64, 3])
     """
 
     def __init__(

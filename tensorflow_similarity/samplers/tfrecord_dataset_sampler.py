@@ -83,13 +83,33 @@ def TFRecordDatasetSampler(  # noqa: N802 (0.17's name, a function)
 
     Example:
 
+    Two shards of four classes each, four records per class:
+
+    >>> import os
+    >>> import tempfile
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import TFRecordDatasetSampler
+    >>> def serialise(x, y):
+    ...     feature = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+    ...                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[y]))}
+    ...     return tf.train.Example(features=tf.train.Features(feature=feature))
+    >>> shards = tempfile.mkdtemp()
+    >>> for shard in range(2):
+    ...     with tf.io.TFRecordWriter(os.path.join(shards, f"shard_{shard}.tfrec")) as writer:
+    ...         for y in range(4 * shard, 4 * shard + 4):
+    ...             for _ in range(4):
+    ...                 writer.write(serialise([y] * 4, y).SerializeToString())
     >>> def parse(record):
     ...     features = tf.io.parse_single_example(record, {
     ...         "x": tf.io.FixedLenFeature([4], tf.float32),
     ...         "y": tf.io.FixedLenFeature([], tf.int64)})
     ...     return features["x"], features["y"]
-    >>> dataset = TFRecordDatasetSampler("shards/", parse, example_per_class=4, batch_size=32)
-    >>> model.fit(dataset, steps_per_epoch=100)
+    >>> dataset = TFRecordDatasetSampler(shards, parse, example_per_class=4, batch_size=8, seed=0)
+    >>> x, y = next(iter(dataset))  # `model.fit(dataset, steps_per_epoch=...)` takes it as is
+    >>> x.shape
+    TensorShape([8, 4])
+    >>> [len(set(block)) for block in y.numpy().reshape(2, 4).tolist()]  # one class per block
+    [1, 1]
     """
     if not callable(deserialization_fn):
         raise TypeError(

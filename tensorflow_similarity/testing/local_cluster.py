@@ -55,12 +55,25 @@ def run_local_workers(
     Returns:
         The combined stdout+stderr of each worker, in task order.
 
-    Example:
-
-    >>> outputs = run_local_workers("train.py", 2, ["--epochs", "1"], timeout=600)
-
     Raises:
         RuntimeError: If a worker fails or the group times out (outputs included).
+
+    Example:
+
+    Each worker finds its place in the cluster in `TF_CONFIG`, as a
+    `MultiWorkerMirroredStrategy` would:
+
+    >>> import os
+    >>> import tempfile
+    >>> from tensorflow_similarity.testing.local_cluster import run_local_workers
+    >>> script = os.path.join(tempfile.mkdtemp(), "worker.py")
+    >>> with open(script, "w") as file:
+    ...     _ = file.write("import json, os, sys; "
+    ...                    "task = json.loads(os.environ['TF_CONFIG'])['task']; "
+    ...                    "print(task['index'], sys.argv[1:])")
+    >>> outputs = run_local_workers(script, 2, ["--epochs", "1"], timeout=60)
+    >>> [output.strip() for output in outputs]
+    ["0 ['--epochs', '1']", "1 ['--epochs', '1']"]
     """
     ports = free_ports(num_workers)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
