@@ -51,7 +51,7 @@ import tensorflow as tf  # noqa: E402
 from benchmark_common import markdown_table, output_folder  # noqa: E402
 
 from tensorflow_similarity.architectures import ResNet18Sim  # noqa: E402
-from tensorflow_similarity.data import load_data  # noqa: E402
+from tensorflow_similarity.datasets import load_data  # noqa: E402
 from tensorflow_similarity.losses import MetricLoss, MultiSimilarityLoss, TripletLoss  # noqa: E402
 from tensorflow_similarity.retrieval_metrics import MapAtR, RecallAtK  # noqa: E402
 from tensorflow_similarity.samplers import MultiShotMemorySampler  # noqa: E402

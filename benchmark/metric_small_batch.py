@@ -71,7 +71,7 @@ from metric_small_batch_tables import (  # noqa: E402
 from ssl_quality import build_backbone  # noqa: E402
 
 from tensorflow_similarity.architectures import BackboneSim  # noqa: E402
-from tensorflow_similarity.data import load_data  # noqa: E402
+from tensorflow_similarity.datasets import load_data  # noqa: E402
 from tensorflow_similarity.losses import MultiSimilarityLoss  # noqa: E402
 from tensorflow_similarity.samplers import MultiShotMemorySampler  # noqa: E402
 

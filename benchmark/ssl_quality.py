@@ -71,7 +71,7 @@ from ssl_quality_tables import (  # noqa: E402
 from tensorflow_similarity import augmenters  # noqa: E402
 from tensorflow_similarity.augmenters import ViewAugmenter  # noqa: E402
 from tensorflow_similarity.callbacks import knn_accuracy  # noqa: E402
-from tensorflow_similarity.data import ImageData, check_data_spec, load_data  # noqa: E402
+from tensorflow_similarity.datasets import ImageData, check_data_spec, load_data  # noqa: E402
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model  # noqa: E402
 
 AUGMENTERS = {

@@ -79,7 +79,7 @@ import numpy as np
 from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
 from tensorflow_similarity.callbacks import KNNAccuracy
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.models import create_contrastive_model
 
 keras.utils.set_random_seed(0)
@@ -379,7 +379,7 @@ tf.config.set_logical_device_configuration(cpu, logical_devices)""",
 import matplotlib.pyplot as plt
 import numpy as np
 
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.distribute import (
     GroupSyncBatchNorm,
     SyncBatchNormPlugin,
@@ -668,7 +668,7 @@ import numpy as np
 from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
 from tensorflow_similarity.callbacks import EvalCallback
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.retrieval_metrics import MapAtK, PrecisionAtK, RecallAtK
 from tensorflow_similarity.samplers import MultiShotMemorySampler

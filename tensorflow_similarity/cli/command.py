@@ -26,7 +26,7 @@ from tensorflow_similarity.cli.parser import (
 )
 from tensorflow_similarity.cli.pretrain import PretrainJob
 from tensorflow_similarity.cli.run import Job, start
-from tensorflow_similarity.data import check_data_spec, load_data
+from tensorflow_similarity.datasets import check_data_spec, load_data
 
 # The job of each key of `parser.job_of`.
 JOBS: dict[str, type[Job]] = {"ssl": PretrainJob, "supervised": MetricJob}

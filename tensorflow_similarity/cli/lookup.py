@@ -21,7 +21,7 @@ import numpy as np
 from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
-from tensorflow_similarity.data import IMAGE_EXTENSIONS, read_image
+from tensorflow_similarity.datasets import IMAGE_EXTENSIONS, read_image
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models.index_mixin import index_path
 

@@ -49,7 +49,7 @@ from tensorflow_similarity.cli.fitting import (
 )
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
 from tensorflow_similarity.cli.run import Job
-from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.datasets import ImageData
 from tensorflow_similarity.layers import CosineClassifier
 from tensorflow_similarity.losses import (
     ArcFaceLoss,

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.retrieval import FIGURES, GROUPS, figure_name
-from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.datasets import ImageData
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.visualization import projector, viz_neighbors_imgs
 

@@ -29,7 +29,7 @@ from tensorflow_similarity.cli.metric_options import (
     check_supervised_numbers,
 )
 from tensorflow_similarity.cli.run_folder import check_resumable
-from tensorflow_similarity.data import EMBEDDED_SOURCES
+from tensorflow_similarity.datasets import EMBEDDED_SOURCES
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS
 
 STRATEGIES = ("mirrored", "multi-worker", "one-device")

@@ -36,7 +36,7 @@ from tensorflow_similarity.cli.fitting import (
     sync_bn_policy,
 )
 from tensorflow_similarity.cli.run import Job
-from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.datasets import ImageData
 from tensorflow_similarity.models import create_contrastive_model
 
 AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {

@@ -32,7 +32,7 @@ from tensorflow_similarity.cli import devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
 from tensorflow_similarity.cli.fitting import BatchNormStatistics, EpochBackup, fit_epochs
-from tensorflow_similarity.data import ImageData
+from tensorflow_similarity.datasets import ImageData
 
 
 class Job(abc.ABC):

@@ -26,7 +26,7 @@ import tensorflow as tf
 from tensorflow_similarity import _tfsim_start
 from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import run_folder
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
 QUICK = [

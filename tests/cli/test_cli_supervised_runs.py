@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tests.cli.test_cli import (
     INTERRUPTING_DRIVER,
     assert_same_weights,

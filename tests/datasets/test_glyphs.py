@@ -16,8 +16,8 @@ import pytest
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageDraw, ImageFont
 
-from tensorflow_similarity.data import load_data
 from tensorflow_similarity.datasets import glyphs as glyphs_module
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.datasets.glyphs import (
     FONT_FILES,
     LOOK_ALIKE_INK_DIFFERENCE,

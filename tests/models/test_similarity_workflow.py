@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tensorflow_similarity.architectures import ResNet18Sim
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.models import SimilarityModel
 from tensorflow_similarity.retrieval_metrics import RecallAtK

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.data import load_data
+from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.samplers import MultiShotMemorySampler, Sampler, select_examples
 from tensorflow_similarity.samplers import multi_shot_memory_sampler as module
 from tests.distributed import mirrored_strategy

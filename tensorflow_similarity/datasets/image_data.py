@@ -25,19 +25,20 @@ to do instead.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import numpy as np
 
 from tensorflow_similarity._validation import is_int
-from tensorflow_similarity.datasets import load_glyphs
+from tensorflow_similarity.datasets._resize import resize_images
+from tensorflow_similarity.datasets.digits import load_digits_images
+from tensorflow_similarity.datasets.folders import decode_files, image_files, subset_files
+from tensorflow_similarity.datasets.glyphs import load_glyphs
+from tensorflow_similarity.datasets.tfds import TFDS_PREFIX, load_tfds_images
 
 # The embedded sources, and the image side each is shown at by default: the digits' own 8x8,
 # and glyphs at a side where letters stay legible and a ResNet-18 trains in minutes on CPUs.
 EMBEDDED_SOURCES = {"glyphs": 16, "digits": 8}
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
-TFDS_PREFIX = "tfds:"
 
 
 @dataclasses.dataclass
@@ -108,7 +109,7 @@ def check_data_spec(spec: str) -> list[Path] | None:
                 f"({error})."
             ) from None
         return None
-    return _image_files(Path(spec))
+    return image_files(Path(spec))
 
 
 def load_data(
@@ -171,18 +172,18 @@ def load_data(
             f"{glyphs.num_classes - glyphs.num_seen_classes} Greek and Cyrillic)"
         )
     elif spec == "digits":
-        images, labels, class_names, source = _digits()
+        images, labels, class_names, source = load_digits_images()
     elif spec.startswith(TFDS_PREFIX):
-        images, labels, class_names, source = _tfds(spec[len(TFDS_PREFIX) :], limit)
+        images, labels, class_names, source = load_tfds_images(spec[len(TFDS_PREFIX) :], limit)
     else:
-        files = _subset(files, limit, rng)
-        images, labels, class_names = _decode_files(files, image_size)
+        files = subset_files(files, limit, rng)
+        images, labels, class_names = decode_files(files, image_size)
         source = f"image folder {spec} ({len(class_names)} classes)"
         limit = None
     if limit is not None and limit < len(labels):
         keep = np.sort(rng.choice(len(labels), size=limit, replace=False))
         images, labels = images[keep], labels[keep]
-    images = _resize(images, image_size)
+    images = resize_images(images, image_size)
     train, test = _stratified_split(labels, test_fraction, rng)
     if len(train) == 0 or len(test) == 0:
         raise ValueError(
@@ -198,139 +199,6 @@ def load_data(
         source=source,
         seen_classes=seen_classes,
     )
-
-
-def _image_files(folder: Path) -> list[Path]:
-    if not folder.exists():
-        raise ValueError(
-            f"--data folder {str(folder)!r} does not exist. Give a folder with one sub-folder "
-            "of images per class, 'digits', or 'tfds:NAME'."
-        )
-    if not folder.is_dir():
-        raise ValueError(
-            f"--data {str(folder)!r} is a file, not a folder. Give a folder with one "
-            "sub-folder of images per class."
-        )
-    class_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    files = [
-        path
-        for class_dir in class_dirs
-        for path in sorted(class_dir.iterdir())
-        if path.is_file()
-        and not path.name.startswith(".")
-        and path.suffix.lower() in IMAGE_EXTENSIONS
-    ]
-    if not files:
-        found = "no class sub-folders" if not class_dirs else "sub-folders without image files"
-        raise ValueError(
-            f"--data folder {str(folder)!r} holds no images ({found}). It needs one sub-folder "
-            f"per class holding {', '.join(IMAGE_EXTENSIONS)} files, e.g. "
-            f"{os.path.join(str(folder), 'cats', '001.jpg')}."
-        )
-    return files
-
-
-def _subset(files: list[Path], limit: int | None, rng: np.random.Generator) -> list[Path]:
-    if limit is None or limit >= len(files):
-        return files
-    keep = np.sort(rng.choice(len(files), size=limit, replace=False))
-    return [files[i] for i in keep]
-
-
-def read_image(path: Path, image_size: int) -> np.ndarray:
-    """Reads one image file as `load_data` reads a folder's: RGB, resized, in `[0, 1]`.
-
-    Args:
-        path: A PNG, JPEG, GIF or BMP file.
-        image_size: Side of the square output image.
-
-    Returns:
-        A `[image_size, image_size, 3]` float32 array.
-
-    Raises:
-        ValueError: If the file cannot be read or decoded (named in the message).
-    """
-    import tensorflow as tf
-
-    try:
-        image = tf.io.decode_image(
-            Path(path).read_bytes(), channels=3, expand_animations=False, dtype=tf.float32
-        )
-    except (tf.errors.OpError, OSError) as error:
-        reason = getattr(error, "strerror", None) or getattr(error, "message", None)
-        reason = reason or str(error)
-        raise ValueError(
-            f"cannot read image {str(path)!r}: {reason.splitlines()[0]}. Remove or replace "
-            "the file (PNG, JPEG, GIF and BMP are supported)."
-        ) from None
-    return _resize(image.numpy()[None], image_size)[0]
-
-
-def _decode_files(files: list[Path], image_size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    class_names = sorted({path.parent.name for path in files})
-    index = {name: i for i, name in enumerate(class_names)}
-    images = np.empty((len(files), image_size, image_size, 3), np.float32)
-    for i, path in enumerate(files):
-        images[i] = read_image(path, image_size)
-    labels = np.array([index[path.parent.name] for path in files], np.int32)
-    return images, labels, class_names
-
-
-def _digits() -> tuple[np.ndarray, np.ndarray, list[str], str]:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    # Pixel values are counts 0..16 of the 4x4 blocks each 8x8 pixel summarises.
-    images = (digits.images[..., None] / 16.0).astype(np.float32)
-    images = np.repeat(images, 3, axis=-1)
-    labels = digits.target.astype(np.int32)
-    names = [str(c) for c in range(10)]
-    return images, labels, names, "scikit-learn digits (1,797 8x8 images, 10 classes)"
-
-
-def _tfds(name: str, limit: int | None) -> tuple[np.ndarray, np.ndarray, list[str], str]:
-    import tensorflow as tf
-    import tensorflow_datasets as tfds
-
-    split = "train" if limit is None else f"train[:{limit}]"
-    try:
-        dataset, info = tfds.load(name, split=split, as_supervised=True, with_info=True)
-    # TFDS raises many exception types (network, missing files, unknown name): all mean
-    # "unavailable" here.
-    except Exception as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise ValueError(
-            f"cannot load TensorFlow Datasets {name!r} ({type(error).__name__}: {first_line}). "
-            "Check the name, prepare it with `tfds build` where there is network access, "
-            "or use a folder of images."
-        ) from None
-    images, labels = [], []
-    for image, label in dataset:
-        if image.shape.rank != 3:
-            raise ValueError(f"TFDS {name!r} does not hold images ([h, w, c]): {image.shape}.")
-        image = tf.image.convert_image_dtype(image, tf.float32)
-        if image.shape[-1] == 1:
-            image = tf.image.grayscale_to_rgb(image)
-        images.append(image[..., :3].numpy())
-        labels.append(int(label))
-    if not images:
-        raise ValueError(f"TFDS {name!r} has no training images.")
-    label_feature = info.features["label"] if "label" in info.features else None
-    names = getattr(label_feature, "names", None) or [str(c) for c in range(max(labels) + 1)]
-    if len({image.shape for image in images}) > 1:
-        # Varying sizes: resize one by one to the first image's size before stacking.
-        height, width = images[0].shape[:2]
-        images = [tf.image.resize(i, (height, width)).numpy() for i in images]
-    return np.stack(images), np.array(labels, np.int32), list(names), f"TFDS {name}"
-
-
-def _resize(images: np.ndarray, image_size: int) -> np.ndarray:
-    if images.shape[1:3] == (image_size, image_size):
-        return images.astype(np.float32)
-    import tensorflow as tf
-
-    resized = tf.image.resize(images, (image_size, image_size), antialias=True)
-    return np.clip(resized.numpy(), 0.0, 1.0).astype(np.float32)
 
 
 def _stratified_split(

@@ -1,0 +1,95 @@
+"""A folder of labelled images: one sub-folder per class, each holding image files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from tensorflow_similarity.datasets._resize import resize_images
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The image files of `folder`'s class sub-folders, sorted by class then name.
+
+    Raises:
+        ValueError: If the folder does not exist, is a file, or holds no images.
+    """
+    if not folder.exists():
+        raise ValueError(
+            f"--data folder {str(folder)!r} does not exist. Give a folder with one sub-folder "
+            "of images per class, 'digits', or 'tfds:NAME'."
+        )
+    if not folder.is_dir():
+        raise ValueError(
+            f"--data {str(folder)!r} is a file, not a folder. Give a folder with one "
+            "sub-folder of images per class."
+        )
+    class_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    files = [
+        path
+        for class_dir in class_dirs
+        for path in sorted(class_dir.iterdir())
+        if path.is_file()
+        and not path.name.startswith(".")
+        and path.suffix.lower() in IMAGE_EXTENSIONS
+    ]
+    if not files:
+        found = "no class sub-folders" if not class_dirs else "sub-folders without image files"
+        raise ValueError(
+            f"--data folder {str(folder)!r} holds no images ({found}). It needs one sub-folder "
+            f"per class holding {', '.join(IMAGE_EXTENSIONS)} files, e.g. "
+            f"{os.path.join(str(folder), 'cats', '001.jpg')}."
+        )
+    return files
+
+
+def subset_files(files: list[Path], limit: int | None, rng: np.random.Generator) -> list[Path]:
+    """`files`, or a sorted random subset of `limit` of them drawn with `rng`."""
+    if limit is None or limit >= len(files):
+        return files
+    keep = np.sort(rng.choice(len(files), size=limit, replace=False))
+    return [files[i] for i in keep]
+
+
+def read_image(path: Path, image_size: int) -> np.ndarray:
+    """Reads one image file as `load_data` reads a folder's: RGB, resized, in `[0, 1]`.
+
+    Args:
+        path: A PNG, JPEG, GIF or BMP file.
+        image_size: Side of the square output image.
+
+    Returns:
+        A `[image_size, image_size, 3]` float32 array.
+
+    Raises:
+        ValueError: If the file cannot be read or decoded (named in the message).
+    """
+    import tensorflow as tf
+
+    try:
+        image = tf.io.decode_image(
+            Path(path).read_bytes(), channels=3, expand_animations=False, dtype=tf.float32
+        )
+    except (tf.errors.OpError, OSError) as error:
+        reason = getattr(error, "strerror", None) or getattr(error, "message", None)
+        reason = reason or str(error)
+        raise ValueError(
+            f"cannot read image {str(path)!r}: {reason.splitlines()[0]}. Remove or replace "
+            "the file (PNG, JPEG, GIF and BMP are supported)."
+        ) from None
+    return resize_images(image.numpy()[None], image_size)[0]
+
+
+def decode_files(files: list[Path], image_size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The images of `files`, their labels (by sorted class folder name) and class names."""
+    class_names = sorted({path.parent.name for path in files})
+    index = {name: i for i, name in enumerate(class_names)}
+    images = np.empty((len(files), image_size, image_size, 3), np.float32)
+    for i, path in enumerate(files):
+        images[i] = read_image(path, image_size)
+    labels = np.array([index[path.parent.name] for path in files], np.int32)
+    return images, labels, class_names
