@@ -25,7 +25,7 @@ class BinaryAccuracy(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import BinaryAccuracy
-    >>> BinaryAccuracy().compute(tp=[3], fp=[1], tn=[0], fn=[1], count=5).tolist()
+    >>> BinaryAccuracy().compute(tp=[3], fp=[1], tn=[0], fn=[1], count=5).numpy().tolist()
     [0.6]
     """
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tensorflow_similarity._validation import check_bool
 
@@ -75,8 +76,8 @@ class ClassificationMetric(abc.ABC):
     def from_config(cls, config: dict[str, Any]) -> ClassificationMetric:
         return cls(**config)
 
-    def compute(self, tp: Any, fp: Any, tn: Any, fn: Any, count: int) -> np.ndarray:
-        """Returns the metric at each threshold.
+    def compute(self, tp: Any, fp: Any, tn: Any, fn: Any, count: int) -> tf.Tensor:
+        """Returns the metric at each threshold, computed in float64.
 
         Args:
             tp: `[T]` true positives at each threshold.
@@ -86,7 +87,8 @@ class ClassificationMetric(abc.ABC):
             count: The number of queries.
 
         Returns:
-            A float64 `[T]` array.
+            A float64 `[T]` tensor (a tensor, as 0.17 returned; `.numpy()`
+            gives the array).
 
         Raises:
             ValueError: If the counts are not four arrays of one shape.
@@ -97,7 +99,7 @@ class ClassificationMetric(abc.ABC):
                 f"{type(self).__name__}: tp, fp, tn and fn must have one value per threshold "
                 f"each; got shapes {[list(value.shape) for value in counts]}."
             )
-        return self._compute(*counts, count)
+        return tf.convert_to_tensor(self._compute(*counts, count))
 
     @abc.abstractmethod
     def _compute(

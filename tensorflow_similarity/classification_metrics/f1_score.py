@@ -22,7 +22,7 @@ class F1Score(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import F1Score
-    >>> F1Score().compute(tp=[3], fp=[1], tn=[0], fn=[3], count=7).tolist()
+    >>> F1Score().compute(tp=[3], fp=[1], tn=[0], fn=[3], count=7).numpy().tolist()
     [0.6]
     """
 

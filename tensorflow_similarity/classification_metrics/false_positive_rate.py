@@ -22,7 +22,7 @@ class FalsePositiveRate(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import FalsePositiveRate
-    >>> FalsePositiveRate().compute(tp=[3], fp=[1], tn=[3], fn=[1], count=8).tolist()
+    >>> FalsePositiveRate().compute(tp=[3], fp=[1], tn=[3], fn=[1], count=8).numpy().tolist()
     [0.25]
     """
 

@@ -22,7 +22,7 @@ class NegativePredictiveValue(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import NegativePredictiveValue
-    >>> NegativePredictiveValue().compute(tp=[3], fp=[1], tn=[3], fn=[1], count=8).tolist()
+    >>> NegativePredictiveValue().compute(tp=[3], fp=[1], tn=[3], fn=[1], count=8).numpy().tolist()
     [0.75]
     """
 

@@ -26,7 +26,7 @@ class Precision(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import Precision
-    >>> Precision().compute(tp=[0, 3], fp=[0, 1], tn=[4, 0], fn=[3, 3], count=7).tolist()
+    >>> Precision().compute(tp=[0, 3], fp=[0, 1], tn=[4, 0], fn=[3, 3], count=7).numpy().tolist()
     [1.0, 0.75]
     """
 

@@ -22,7 +22,7 @@ class Recall(ClassificationMetric):
     Example:
 
     >>> from tensorflow_similarity.classification_metrics import Recall
-    >>> Recall().compute(tp=[3], fp=[1], tn=[0], fn=[1], count=5).tolist()
+    >>> Recall().compute(tp=[3], fp=[1], tn=[0], fn=[1], count=5).numpy().tolist()
     [0.75]
     """
 

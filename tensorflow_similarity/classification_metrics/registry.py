@@ -50,7 +50,7 @@ def make_classification_metric(
         key = metric.strip().lower()
         if key not in METRIC_NAMES:
             raise ValueError(
-                f"Unknown classification metric {metric!r}. Pass a ClassificationMetric or one "
+                f"Unknown metric name: {metric}, typo? Pass a ClassificationMetric or one "
                 f"of {sorted(METRIC_NAMES)}."
             )
         metric = METRIC_NAMES[key](name=key)

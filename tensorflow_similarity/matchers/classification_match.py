@@ -8,6 +8,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -21,8 +22,9 @@ class ClassificationMatch(abc.ABC):
     and its derived distance is at most the threshold, a false positive when
     the label is wrong and the distance within, a false negative when the
     label is right but the distance beyond, a true negative when wrong and
-    beyond. The counts are then `tp`, `fp`, `tn`, `fn` (`[T]` float64, one
-    per threshold, thresholds ascending) and `count`.
+    beyond. The counts are then `tp`, `fp`, `tn`, `fn` (`[T]` tensors of
+    Keras' float type, as in 0.17, one per threshold, thresholds ascending)
+    and `count`.
 
     Args:
         name: The matcher's name.
@@ -107,7 +109,9 @@ class ClassificationMatch(abc.ABC):
             )
         if self.distance_thresholds is None:
             self.compile()
-        labels, distances = self.derive_match(lookup_labels, lookup_distances)
+        labels, distances = (
+            np.asarray(v) for v in self.derive_match(lookup_labels, lookup_distances)
+        )
         right = labels.reshape(-1, 1) == query_labels[:, np.newaxis]
         within = distances.reshape(-1, 1) <= self.distance_thresholds[np.newaxis, :]
         self._counts = {
@@ -119,22 +123,22 @@ class ClassificationMatch(abc.ABC):
         self._count = len(query_labels)
 
     @property
-    def tp(self) -> np.ndarray:
+    def tp(self) -> tf.Tensor:
         """True positives at each threshold: right label, distance within."""
         return self._read("tp")
 
     @property
-    def fp(self) -> np.ndarray:
+    def fp(self) -> tf.Tensor:
         """False positives at each threshold: wrong label, distance within."""
         return self._read("fp")
 
     @property
-    def tn(self) -> np.ndarray:
+    def tn(self) -> tf.Tensor:
         """True negatives at each threshold: wrong label, distance beyond."""
         return self._read("tn")
 
     @property
-    def fn(self) -> np.ndarray:
+    def fn(self) -> tf.Tensor:
         """False negatives at each threshold: right label, distance beyond."""
         return self._read("fn")
 
@@ -145,12 +149,14 @@ class ClassificationMatch(abc.ABC):
             self._read("tp")
         return self._count
 
-    def _read(self, key: str) -> np.ndarray:
+    def _read(self, key: str) -> tf.Tensor:
+        # A `[T]` tensor in Keras' float type, as 0.17 returned.
         if self._counts is None:
             raise AttributeError(
-                f"{type(self).__name__}: call compute_count() before reading the counts."
+                f"{type(self).__name__}: Matcher.compute_count() must be called before "
+                "accessing the counts."
             )
-        return self._counts[key]
+        return tf.constant(self._counts[key], dtype=keras.backend.floatx())
 
     def _check_lookups(self, lookup_labels: Any, lookup_distances: Any):
         lookup_labels, lookup_distances = np.asarray(lookup_labels), np.asarray(lookup_distances)

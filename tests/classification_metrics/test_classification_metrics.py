@@ -68,16 +68,18 @@ def test_against_sklearn_at_each_threshold(cls):
 
 def test_hand_computed():
     tp, fp, tn, fn = [2.0], [1.0], [3.0], [4.0]
-    assert F1Score().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx(
+    assert F1Score().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx(
         [2 * (2 / 3 * 2 / 6) / (2 / 3 + 2 / 6)]
     )
-    assert Precision().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx([2 / 3])
-    assert Recall().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx([2 / 6])
-    assert BinaryAccuracy().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx([0.2])
-    assert FalsePositiveRate().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx([0.25])
-    assert NegativePredictiveValue().compute(tp, fp, tn, fn, 10).tolist() == pytest.approx([3 / 7])
+    assert Precision().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx([2 / 3])
+    assert Recall().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx([2 / 6])
+    assert BinaryAccuracy().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx([0.2])
+    assert FalsePositiveRate().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx([0.25])
+    assert NegativePredictiveValue().compute(tp, fp, tn, fn, 10).numpy().tolist() == pytest.approx(
+        [3 / 7]
+    )
     zero = [0.0]
-    assert F1Score().compute(zero, zero, zero, zero, 0).tolist() == [0.0]  # 0/0 is 0
+    assert F1Score().compute(zero, zero, zero, zero, 0).numpy().tolist() == [0.0]  # 0/0 is 0
 
 
 def test_directions_as_in_0_17():
@@ -93,7 +95,7 @@ def test_names_and_config():
         assert type(rebuilt) is cls and rebuilt.get_config() == metric.get_config()
     f1 = F1Score()
     assert make_classification_metric(f1, name="f1@0.5") is f1 and f1.name == "f1@0.5"
-    with pytest.raises(ValueError, match="Unknown classification metric 'f2'"):
+    with pytest.raises(ValueError, match="Unknown metric name: f2, typo"):
         make_classification_metric("f2")
     assert issubclass(F1Score, ClassificationMetric)
 

@@ -71,17 +71,17 @@ def test_counts_by_hand():
     np.testing.assert_array_equal(matcher.distance_thresholds, [0.25, math.inf])
     matcher.compute_count(query_labels, lookup_labels, distances)
     # At 0.25: q0 right within (tp), q1 wrong within (fp), q2 right beyond (fn), q3 right beyond.
-    assert matcher.tp.tolist() == [1, 3]
-    assert matcher.fp.tolist() == [1, 1]
-    assert matcher.fn.tolist() == [2, 0]
-    assert matcher.tn.tolist() == [0, 0]
+    assert matcher.tp.numpy().tolist() == [1, 3]
+    assert matcher.fp.numpy().tolist() == [1, 1]
+    assert matcher.fn.numpy().tolist() == [2, 0]
+    assert matcher.tn.numpy().tolist() == [0, 0]
     assert matcher.count == 4
 
 
 def test_without_compile_the_threshold_is_infinite():
     matcher = MatchMajorityVote()
     matcher.compute_count([1, 2], [[1, 1, 2], [1, 1, 2]], [[0.1, 0.1, 0.1], [5.0, 5.0, 5.0]])
-    assert (matcher.tp.tolist(), matcher.fp.tolist()) == ([1], [1])
+    assert (matcher.tp.numpy().tolist(), matcher.fp.numpy().tolist()) == ([1], [1])
 
 
 def test_errors():
