@@ -60,8 +60,7 @@ def recompute_batch_norm_statistics(
     ]
     if not layers:
         raise ValueError(
-            f"{model.name} has no trainable batch norm layer: there are no statistics to "
-            "recompute."
+            f"{model.name} has no trainable batch norm layer: there are no statistics to recompute."
         )
     momenta = [layer.momentum for layer in layers]
     try:
@@ -75,6 +74,6 @@ def recompute_batch_norm_statistics(
             model(batch, training=True)
             seen += len(batch)
     finally:
-        for layer, momentum in zip(layers, momenta):
+        for layer, momentum in zip(layers, momenta, strict=True):
             layer.momentum = momentum
     return len(layers)
