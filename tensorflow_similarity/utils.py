@@ -186,8 +186,8 @@ def unpack_results(
     >>> logs = {}
     >>> unpack_results({"f1": np.array([0.91234])}, 0, logs, None, "_val")
     ['f1_val: 0.9123']
-    >>> logs
-    {'f1_val': 0.91234}
+    >>> float(logs["f1_val"])
+    0.91234
     """
     suffix = "" if name_suffix is None else str(name_suffix)
     lines = []

@@ -28,7 +28,15 @@ class DistanceGapMetric(keras.metrics.Metric):
 
     Example:
 
-    >>> model.compile("adam", loss=TripletLoss(), metrics=[DistanceGapMetric("cosine")])
+    In `compile(metrics=[DistanceGapMetric("cosine")])`, or by hand: two
+    classes whose farthest positives are 2 apart and closest negatives 3
+    (Euclidean):
+
+    >>> from tensorflow_similarity.training_metrics import DistanceGapMetric
+    >>> metric = DistanceGapMetric("euclidean")
+    >>> metric.update_state([0, 0, 1, 1], [[0.0, 0.0], [0.0, 1.0], [3.0, 0.0], [3.0, 2.0]])
+    >>> float(metric.result())
+    1.0
     """
 
     def __init__(

@@ -91,7 +91,14 @@ class DistanceMetric(keras.metrics.Metric):
 
     Example:
 
-    >>> model.compile("adam", loss=TripletLoss(), metrics=[DistanceMetric("cosine")])
+    In `compile(metrics=[DistanceMetric("cosine")])`, or by hand: two classes
+    whose hardest positives are 1, 1, 2 and 2 apart (Euclidean):
+
+    >>> from tensorflow_similarity.training_metrics import DistanceMetric
+    >>> metric = DistanceMetric("euclidean")
+    >>> metric.update_state([0, 0, 1, 1], [[0.0, 0.0], [0.0, 1.0], [3.0, 0.0], [3.0, 2.0]])
+    >>> metric.name, float(metric.result())
+    ('mean_pos', 1.5)
     """
 
     def __init__(

@@ -46,7 +46,16 @@ def confusion_matrix(
 
     Example:
 
-    >>> ax, cm = confusion_matrix(model.match(x_test), y_test, show=False)
+    With `model.match(x_test)` as the predictions, or by hand: the second
+    query of class 1 found no match (-1):
+
+    >>> from matplotlib import pyplot as plt
+    >>> from tensorflow_similarity.visualization import confusion_matrix
+    >>> ax, cm = confusion_matrix([0, 1, 1, -1], [0, 1, 0, 1], show=False)
+    >>> cm
+    array([[0.5, 0.5],
+           [0. , 0.5]])
+    >>> plt.close(ax.figure)
     """
     y_pred = np.asarray(y_pred).astype(np.int64).reshape(-1)
     y_true = np.asarray(y_true).astype(np.int64).reshape(-1)

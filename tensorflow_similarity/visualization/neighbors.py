@@ -45,8 +45,18 @@ def viz_neighbors_imgs(
 
     Example:
 
-    >>> neighbours = model.single_lookup(x_test[0], k=5)
-    >>> viz_neighbors_imgs(x_test[0], y_test[0], neighbours, show=False)
+    With `model.single_lookup(x_test[0], k=3)` as the neighbours, or by hand:
+
+    >>> import numpy as np
+    >>> from matplotlib import pyplot as plt
+    >>> from tensorflow_similarity.types import Lookup
+    >>> from tensorflow_similarity.visualization import viz_neighbors_imgs
+    >>> neighbours = [Lookup(rank=r, distance=r / 4, label=r % 2, data=np.full((8, 8), r / 3))
+    ...               for r in (1, 2, 3)]
+    >>> figure, axes = viz_neighbors_imgs(np.zeros((8, 8)), 0, neighbours, show=False)
+    >>> [ax.get_title() for ax in axes]
+    ['0', '1 - 0.25000', '0 - 0.50000', '1 - 0.75000']
+    >>> plt.close(figure)
     """
     if not neighbors:
         raise ValueError("neighbors is empty: pass the Lookups of model.single_lookup(x, k).")

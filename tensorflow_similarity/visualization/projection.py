@@ -128,7 +128,16 @@ def projector(
 
     Example:
 
-    >>> figure, coords = projector(model.predict(x_test), y_test, show=False)
+    With `model.predict(x_test)` as the embeddings, or random ones:
+
+    >>> import numpy as np
+    >>> from matplotlib import pyplot as plt
+    >>> from tensorflow_similarity.visualization import projector
+    >>> embeddings = np.random.default_rng(0).normal(size=(20, 8))
+    >>> figure, coords = projector(embeddings, np.arange(20) % 2, show=False)
+    >>> coords.shape
+    (20, 2)
+    >>> plt.close(figure)
     """
     if plot_size < 50:
         warnings.warn(

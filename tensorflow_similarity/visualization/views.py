@@ -61,8 +61,17 @@ def visualize_views(
 
     Example:
 
-    >>> views = augmenter(images, None, 2, False)  # two views of each image
-    >>> figure, axes = visualize_views(views, labels=y, num_imgs=8, show=False)
+    With an augmenter's views (`augmenter(images, None, 2, False)`), or two
+    plain ones of four images:
+
+    >>> import numpy as np
+    >>> from matplotlib import pyplot as plt
+    >>> from tensorflow_similarity.visualization import visualize_views
+    >>> views = [np.zeros((4, 8, 8, 3)), np.ones((4, 8, 8, 3))]
+    >>> figure, axes = visualize_views(views, labels=[0, 1, 2, 3], show=False)
+    >>> axes.shape, axes[0, 0].get_title()
+    ((1, 4), 'Label: 0')
+    >>> plt.close(figure)
     """
     if len(views) == 0:
         raise ValueError("visualize_views: views is empty; pass the list of augmented batches.")
