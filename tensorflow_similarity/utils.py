@@ -55,12 +55,13 @@ def tf_cap_memory() -> None:
 
     >>> tf_cap_memory()
     """
-    for gpu in tf.config.list_physical_devices("GPU"):
+    for gpu in tf.config.experimental.list_physical_devices("GPU"):
         try:
             tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError as error:
             warnings.warn(
-                f"tf_cap_memory could not turn on memory growth for {gpu.name}: {error}. "
+                f"tf_cap_memory could not turn on memory growth for "
+                f"{getattr(gpu, 'name', gpu)}: {error}. "
                 "Call tf_cap_memory() before any TensorFlow operation runs on the GPU.",
                 stacklevel=2,
             )

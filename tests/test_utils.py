@@ -162,7 +162,7 @@ def test_tf_cap_memory_turns_on_growth_on_each_gpu_and_warns_on_refusal(monkeypa
             raise RuntimeError("Physical devices cannot be modified after being initialized")
 
     monkeypatch.setattr(
-        tf.config, "list_physical_devices", lambda kind: gpus if kind == "GPU" else []
+        tf.config.experimental, "list_physical_devices", lambda kind: gpus if kind == "GPU" else []
     )
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", set_memory_growth)
 
@@ -173,7 +173,7 @@ def test_tf_cap_memory_turns_on_growth_on_each_gpu_and_warns_on_refusal(monkeypa
 
 
 def test_tf_cap_memory_without_gpus_does_nothing(monkeypatch):
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: [])
+    monkeypatch.setattr(tf.config.experimental, "list_physical_devices", lambda kind: [])
     monkeypatch.setattr(
         tf.config.experimental, "set_memory_growth", lambda *a: pytest.fail("called")
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import abc
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -54,7 +53,7 @@ def k_at_r(r: Mapping[int, int], k: int | None, drop_closest_lookup: bool) -> in
     return max(int(k), 1)
 
 
-class RetrievalMetric(abc.ABC):
+class RetrievalMetric:
     """A score of the nearest neighbours of a batch of queries, from their match mask.
 
     `compute` takes, per query, the labels or the match mask of its `K >= k`
@@ -188,6 +187,12 @@ class RetrievalMetric(abc.ABC):
                 f"{owner}: {self.name} needs {self.lookups_needed} neighbours per query but got "
                 f"{match_mask.shape[1]}. Look up at least k={self.lookups_needed} neighbours."
             )
+        if lookup_distances is not None and len(np.asarray(lookup_distances)) != len(query_labels):
+            raise ValueError(
+                f"{owner}: The number of lookup distance rows must equal the number of query "
+                f"labels. Number of lookup distance rows is {len(np.asarray(lookup_distances))} "
+                f"but the number of query labels is {len(query_labels)}."
+            )
         start = int(self.drop_closest_lookup)
         relevant = match_mask[:, start:]
         if math.isfinite(self.distance_threshold):
@@ -206,16 +211,26 @@ class RetrievalMetric(abc.ABC):
         per_query = self._per_query(relevant, query_labels)
         return _average(per_query, query_labels, self.average)
 
-    @abc.abstractmethod
     def _per_query(self, relevant: np.ndarray, query_labels: np.ndarray) -> np.ndarray:
         """Returns the `[n]` float64 scores of the queries.
+
+        A subclass implements this, or overrides `compute` whole (0.17's way
+        of writing a retrieval metric, which still works).
 
         Args:
             relevant: `[n, K']` booleans, nearest first, already without the
                 dropped lookup and with the threshold applied; the subclass
                 keeps the first `k` columns (or as many as it needs).
             query_labels: `[n]` labels.
+
+        Raises:
+            NotImplementedError: If the subclass implements neither this nor
+                `compute`.
         """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement _per_query(relevant, query_labels), or "
+            "override compute()."
+        )
 
     def _class_counts(self, r: Mapping[int, int] | None, query_labels: np.ndarray) -> np.ndarray:
         """The `[n]` number of indexed examples of each query's class (`k` without `r`).

@@ -68,9 +68,9 @@ class WarmupCosineDecay(keras.optimizers.schedules.CosineDecay):
         check_number("alpha", alpha, low=0.0, high=1.0, owner=owner)
         if warmup_steps >= total_steps:
             raise ValueError(
-                f"{owner}: warmup_steps={warmup_steps} must be less than "
-                f"total_steps={total_steps}, which count the warm-up and the decay together. "
-                "Raise total_steps or lower warmup_steps."
+                f"{owner}: warmup_steps must be less than the total steps (warmup_steps="
+                f"{warmup_steps}, total_steps={total_steps}, which count the warm-up and the "
+                "decay together). Raise total_steps or lower warmup_steps."
             )
         super().__init__(
             initial_learning_rate=0.0,
