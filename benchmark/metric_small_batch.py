@@ -19,15 +19,22 @@ gradient at all, see below, so it would only repeat (a).)
 
 The model is `ssl_quality.py`'s small ResNet-style backbone (without its
 pooling) under the package's head (`BackboneSim`: average pooling, 64-d
-`MetricEmbedding`), at the digits' 8x8. Batches come from a
+`MetricEmbedding`), at 16x16 on the package's glyphs (default) or at the
+digits' 8x8 (`--data digits`). Batches come from a
 `MultiShotMemorySampler` of 4 classes a batch, grouped by class as 0.17's
 samplers made them, so each replica's share holds a single class: per-replica
 mining then finds no negative, every anchor contributes 0, and (a)'s loss is
 exactly 0 (never NaN) in every step, which is the point of the regime. Trained
-on the training images of digits 0-5; evaluated by leave-one-out retrieval
-(recall@1, mAP@R) among the held-out test images of digits 0-5 (seen classes)
-and among all images of digits 6-9 (unseen classes), next to the untrained
-model of each seed. The replicas are logical CPUs of one host.
+on the training images of the seen classes (glyphs: the 62 Latin letters and
+digits; digits: 0-5); evaluated by leave-one-out retrieval (recall@1, mAP@R)
+among the held-out test images of the seen classes and among all images of
+the unseen classes (glyphs: the Greek and Cyrillic letters, a script never
+trained on; digits: 6-9). Before evaluation each trained model's batch-norm
+moving statistics are recomputed from the clean seen training images
+(`recompute_batch_norm_statistics`, precise BN, as the tfsim jobs do: after
+a few hundred steps Keras' 0.99 momentum still weighs the initial mean 0
+and variance 1). References: raw pixels and the untrained model of each
+seed, evaluated as built. The replicas are logical CPUs of one host.
 
 Results go to `<out>/metric_small_batch.json`, `.md` and `.png` (the paired
 differences per seed): `benchmark/results` for a full run, a new temporary
@@ -36,8 +43,9 @@ folder (printed) for a `--quick` one. `benchmark/report.py` adds them to
 
 Usage:
 
-    python benchmark/metric_small_batch.py            # full run, ~15-20 min on 2 cores
+    python benchmark/metric_small_batch.py            # full run on glyphs, ~15-20 min on 2 cores
     python benchmark/metric_small_batch.py --quick    # smoke run: 2 seeds, 3 steps
+    python benchmark/metric_small_batch.py --data digits
 """
 
 from __future__ import annotations
@@ -71,16 +79,19 @@ from metric_small_batch_tables import (  # noqa: E402
 from ssl_quality import build_backbone  # noqa: E402
 
 from tensorflow_similarity.architectures import BackboneSim  # noqa: E402
-from tensorflow_similarity.datasets import load_data  # noqa: E402
+from tensorflow_similarity.datasets import ImageData, load_data  # noqa: E402
+from tensorflow_similarity.layers import recompute_batch_norm_statistics  # noqa: E402
 from tensorflow_similarity.losses import MultiSimilarityLoss  # noqa: E402
 from tensorflow_similarity.samplers import MultiShotMemorySampler  # noqa: E402
 
 SCRIPT = "metric_small_batch"
-IMAGE_SIZE = 8
+# Image side of each data set: glyphs are legible at 16, the digits are 8x8.
+IMAGE_SIZES = {"glyphs": 16, "digits": 8}
 WIDTH = 16
 EMBEDDING_SIZE = 64
 LEARNING_RATE = 0.05
-TRAIN_CLASSES = (0, 1, 2, 3, 4, 5)
+# The digits have no seen/unseen split of their own: 0-5 are seen, 6-9 unseen.
+DIGITS_SEEN_CLASSES = 6
 # name -> (replicas, synchronised batch norm, mining)
 SETTING_SPECS = {
     "per_replica": (NUM_REPLICAS, False, "per replica"),
@@ -93,15 +104,22 @@ SETTING_SPECS = {
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 seeds, 3 steps")
+    parser.add_argument(
+        "--data",
+        choices=tuple(IMAGE_SIZES),
+        default="glyphs",
+        help="glyphs (default: Latin seen, Greek and Cyrillic unseen) or digits (0-5 seen)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder for the results")
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3)")
-    parser.add_argument("--epochs", type=int, default=None, help="epochs (default 4)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per epoch (default 50)")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs (default 3)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per epoch (default 40)")
     args = parser.parse_args(argv)
     args.batch_sizes = (2, 4)
     args.seeds = tuple(range(args.seeds if args.seeds is not None else (2 if args.quick else 3)))
-    args.epochs = args.epochs if args.epochs is not None else (1 if args.quick else 4)
-    args.steps = args.steps if args.steps is not None else (3 if args.quick else 50)
+    # 120 steps per run keep the 24 trainings near 15 minutes on 2 cores at 16x16.
+    args.epochs = args.epochs if args.epochs is not None else (1 if args.quick else 3)
+    args.steps = args.steps if args.steps is not None else (3 if args.quick else 40)
     for name, value in (("--seeds", len(args.seeds)), ("--epochs", args.epochs)):
         if value < 1:
             parser.error(f"{name} must be at least 1; got {value}.")
@@ -125,9 +143,9 @@ def make_strategy() -> tf.distribute.MirroredStrategy:
     return keyed(cpus[:NUM_REPLICAS])
 
 
-def build_model(sync_bn: bool) -> keras.Model:
+def build_model(sync_bn: bool, image_size: int) -> keras.Model:
     """`ssl_quality.py`'s backbone up to its last feature map, under the package's head."""
-    backbone = build_backbone(IMAGE_SIZE, WIDTH)
+    backbone = build_backbone(image_size, WIDTH)
     features = keras.Model(
         backbone.input, backbone.get_layer("stage2_relu2").output, name="small_resnet"
     )
@@ -178,9 +196,30 @@ def batches(
 
 def embedding_function(model: keras.Model) -> Callable[[np.ndarray], np.ndarray]:
     """Inference on one device, traced once for any number of images."""
-    spec = tf.TensorSpec([None, IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32)
+    spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32)
     embed = tf.function(lambda x: model(x, training=False), input_signature=[spec])
     return lambda x: embed(tf.constant(x)).numpy()
+
+
+def split_data(
+    data: ImageData, spec: str
+) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]], int]:
+    """Seen-class training images and labels, the evaluation splits, and the seen-class count.
+
+    Seen classes are labels `0 .. seen - 1`: the glyphs' Latin classes, the digits 0-5.
+    The splits: `seen`, the seen classes' test images; `unseen`, every image of the others.
+    """
+    seen = data.seen_classes if spec == "glyphs" else DIGITS_SEEN_CLASSES
+    seen_train = data.y_train < seen
+    seen_test = data.y_test < seen
+    splits = {
+        "seen": (data.x_test[seen_test], data.y_test[seen_test]),
+        "unseen": (
+            np.concatenate([data.x_train[~seen_train], data.x_test[~seen_test]]),
+            np.concatenate([data.y_train[~seen_train], data.y_test[~seen_test]]),
+        ),
+    }
+    return data.x_train[seen_train], data.y_train[seen_train], splits, seen
 
 
 def scores(embed: Callable[[np.ndarray], np.ndarray], splits: dict[str, Any]) -> dict[str, float]:
@@ -201,12 +240,12 @@ class Trainer:
     state (zero momenta and iteration count, the learning rate kept).
     """
 
-    def __init__(self, setting: str, strategy: tf.distribute.Strategy) -> None:
+    def __init__(self, setting: str, strategy: tf.distribute.Strategy, image_size: int) -> None:
         replicas, sync_bn, mining = SETTING_SPECS[setting]
         self.setting = setting
         self.strategy = strategy if replicas > 1 else tf.distribute.get_strategy()
         with self.strategy.scope():
-            self.model = build_model(sync_bn)
+            self.model = build_model(sync_bn, image_size)
             loss = MultiSimilarityLoss()
             self.model.compile(
                 optimizer=keras.optimizers.SGD(LEARNING_RATE, momentum=0.9),
@@ -218,8 +257,17 @@ class Trainer:
         self.embed = embedding_function(self.model)
 
     def run(
-        self, reference: keras.Model, data: tf.data.Dataset, config: argparse.Namespace
+        self,
+        reference: keras.Model,
+        data: tf.data.Dataset,
+        config: argparse.Namespace,
+        clean_images: np.ndarray,
     ) -> dict[str, Any]:
+        """Trains from `reference`'s weights, then recomputes batch norm's statistics.
+
+        The moving statistics are set from `clean_images` (the training images
+        without augmentation), so evaluation sees the network that was trained.
+        """
         copy_weights(reference, self.model)
         for variable, value in zip(
             self.model.optimizer.variables, self.fresh_optimizer, strict=True
@@ -229,6 +277,7 @@ class Trainer:
         history = self.model.fit(
             data.repeat(), epochs=config.epochs, steps_per_epoch=config.steps, verbose=0
         )
+        recompute_batch_norm_statistics(self.model, clean_images)
         return {
             "losses": [float(v) for v in history.history["loss"]],
             "train_s": round(time.perf_counter() - started, 1),
@@ -242,17 +291,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = output_folder(config.out, config.quick, SCRIPT)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    data = load_data("digits", IMAGE_SIZE, seed=0)
-    seen_train = np.isin(data.y_train, TRAIN_CLASSES)
-    seen_test = np.isin(data.y_test, TRAIN_CLASSES)
-    x_train, y_train = data.x_train[seen_train], data.y_train[seen_train]
-    splits = {
-        "seen": (data.x_test[seen_test], data.y_test[seen_test]),
-        "unseen": (
-            np.concatenate([data.x_train[~seen_train], data.x_test[~seen_test]]),
-            np.concatenate([data.y_train[~seen_train], data.y_test[~seen_test]]),
-        ),
-    }
+    image_size = IMAGE_SIZES[config.data]
+    data = load_data(config.data, image_size, seed=0)
+    x_train, y_train, splits, seen_classes = split_data(data, config.data)
+    flat = lambda x: x.reshape(len(x), -1)  # noqa: E731
     payload: dict[str, Any] = {
         "meta": {
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -267,10 +309,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "epochs": config.epochs,
             "steps_per_epoch": config.steps,
             "learning_rate": LEARNING_RATE,
+            "data": config.data,
+            "data_source": data.source,
+            "image_size": image_size,
+            "seen_class_names": [str(n) for n in data.class_names[:seen_classes]],
+            "unseen_class_names": [str(n) for n in data.class_names[seen_classes:]],
             "train_images": len(x_train),
             "seen_images": len(splits["seen"][1]),
             "unseen_images": len(splits["unseen"][1]),
+            # Trained models: moving statistics recomputed from the clean seen training
+            # images before evaluation; the untrained models are evaluated as built.
+            "precise_bn": True,
         },
+        "raw_pixels": scores(flat, splits),
         "untrained": [],
         "runs": [],
     }
@@ -279,8 +330,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     references = {}
     for seed in config.seeds:
         keras.utils.set_random_seed(seed)
-        references[seed] = build_model(sync_bn=False)
-    trainers = {setting: Trainer(setting, strategy) for setting in SETTINGS}
+        references[seed] = build_model(sync_bn=False, image_size=image_size)
+    trainers = {setting: Trainer(setting, strategy, image_size) for setting in SETTINGS}
     print(f"[{time.perf_counter() - started:.0f} s] models built", flush=True)
 
     def write(complete: bool) -> None:
@@ -302,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "global_batch": NUM_REPLICAS * per_replica,
                     "seed": seed,
                 }
-                row |= trainer.run(reference, data_of_seed, config)
+                row |= trainer.run(reference, data_of_seed, config, x_train)
                 row |= scores(trainer.embed, splits)
                 payload["runs"].append(row)
                 print(

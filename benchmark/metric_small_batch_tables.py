@@ -72,6 +72,7 @@ def positive_text(differences: list[float]) -> str:
 
 
 def quality_table(payload: dict[str, Any]) -> str:
+    raw = payload.get("raw_pixels", {})
     rows = []
     for batch in payload["meta"]["batch_sizes"]:
         for split in SPLITS:
@@ -85,11 +86,12 @@ def quality_table(payload: dict[str, Any]) -> str:
                         batch,
                         NUM_REPLICAS * batch,
                         f"{split} {METRIC_LABELS[metric]}",
+                        f"{raw[key]:.3f}" if key in raw else "-",
                         spread([u[key] for u in payload["untrained"]]),
                         *(spread(list(c.values())) for c in cells),
                     ]
                 )
-    header = ["per-replica batch", "global batch", "retrieval", "untrained"]
+    header = ["per-replica batch", "global batch", "retrieval", "raw pixels", "untrained"]
     return markdown_table(header + [SETTING_LABELS[s] for s in SETTINGS], rows)
 
 
@@ -132,6 +134,75 @@ def loss_table(payload: dict[str, Any]) -> str:
     )
 
 
+def seed_spread(payload: dict[str, Any], comparison: str, batch: int, key: str) -> float:
+    """The larger of the two compared settings' standard deviations over seeds."""
+    spreads = []
+    for setting in COMPARISONS[comparison]:
+        values = list(per_seed(payload, setting, batch, key).values())
+        spreads.append(statistics.stdev(values) if len(values) > 1 else 0.0)
+    return max(spreads)
+
+
+def verdict(mean: float, spread_: float, seeds: int) -> str:
+    """Whether a mean paired difference exceeds the seed spread, in words."""
+    if seeds < 2:
+        return "one seed, no spread to judge it against"
+    return "exceeds the seed spread" if abs(mean) > spread_ else "within the seed spread"
+
+
+def comparison_sentence(payload: dict[str, Any], comparison: str) -> str:
+    """One sentence: the comparison's paired differences in every cell, each with its verdict.
+
+    A difference exceeds the seed spread when the absolute mean of its per-seed
+    paired differences is larger than both compared settings' standard
+    deviations over seeds.
+    """
+    parts = []
+    for batch in payload["meta"]["batch_sizes"]:
+        for split in SPLITS:
+            for metric in METRICS:
+                key = f"{split}_{metric}"
+                d = list(paired_differences(payload, comparison, batch, key).values())
+                if not d:
+                    continue
+                spread_ = seed_spread(payload, comparison, batch, key)
+                parts.append(
+                    f"{batch}/replica {split} {METRIC_LABELS[metric]} {signed_spread(d)} "
+                    f"(seed spread {spread_:.3f}, {positive_text(d)} seeds > 0: "
+                    f"{verdict(statistics.fmean(d), spread_, len(d))})"
+                )
+    if not parts:
+        return ""
+    return f"{comparison}: " + "; ".join(parts) + "."
+
+
+def references_sentence(payload: dict[str, Any]) -> str:
+    """Where one device's trained model stands against raw pixels and the untrained model."""
+    raw = payload.get("raw_pixels")
+    untrained = payload["untrained"]
+    if not raw or not untrained:
+        return ""
+    parts = []
+    for split in SPLITS:
+        key = f"{split}_recall@1"
+        before = [u[key] for u in untrained]
+        for batch in payload["meta"]["batch_sizes"]:
+            after = per_seed(payload, "single", batch, key)
+            if not after:
+                continue
+            gains = [after[u["seed"]] - u[key] for u in untrained if u["seed"] in after]
+            spread_ = max(
+                statistics.stdev(v) if len(v) > 1 else 0.0 for v in (before, list(after.values()))
+            )
+            parts.append(
+                f"{split} classes at {batch}/replica, (d) {spread(list(after.values()))} "
+                f"against the untrained {spread(before)} (paired gain {signed_spread(gains)}, "
+                f"{verdict(statistics.fmean(gains), spread_, len(gains))}) and raw pixels' "
+                f"{raw[key]:.3f}"
+            )
+    return "References, recall@1: " + "; ".join(parts) + "."
+
+
 def findings(payload: dict[str, Any]) -> str:
     """Sentences computed from the runs: what per-replica mining trained, what each change did."""
     sentences = []
@@ -146,7 +217,14 @@ def findings(payload: dict[str, Any]) -> str:
         f"Per-replica mining (a): the mean training loss was exactly 0 in every epoch of {zero} "
         f"of {len(mined)} runs. Each replica's share holds one class, so no anchor has a "
         "negative and every anchor's term is 0 (a defined 0, not NaN): the weights get no "
-        "gradient, and only the batch-norm moving statistics change."
+        "gradient, and only the batch-norm moving statistics change"
+        + (
+            ", which the evaluation then recomputes: (a)'s figures are those of the untrained "
+            "model with precise BN, beside `untrained`, the same weights with the statistics "
+            "they were built with."
+            if payload["meta"].get("precise_bn")
+            else "."
+        )
     )
     pairs = [
         (r, s)
@@ -178,23 +256,34 @@ def findings(payload: dict[str, Any]) -> str:
             f"the largest mean paired retrieval difference between them, {floor:.3f}, is the "
             "noise floor against which the other differences are read."
         )
-    for comparison in COMPARISONS:
-        parts = []
-        for batch in payload["meta"]["batch_sizes"]:
-            for split in SPLITS:
-                d = list(paired_differences(payload, comparison, batch, f"{split}_map@r").values())
-                if d:
-                    parts.append(
-                        f"{batch}/replica {split} {signed_spread(d)} ({positive_text(d)} seeds > 0)"
-                    )
-        if parts:
-            sentences.append(f"{comparison}, mAP@R: " + "; ".join(parts) + ".")
+    if reference := references_sentence(payload):
+        sentences.append(reference)
+    sentences.append(
+        "Each comparison below: the mean ± standard deviation over seeds of the per-seed "
+        "paired difference; it exceeds the seed spread when its absolute mean is larger than "
+        "both compared settings' standard deviations over seeds."
+    )
+    sentences += [s for c in COMPARISONS if (s := comparison_sentence(payload, c))]
     return "\n\n".join(sentences) + "\n"
+
+
+def data_text(meta: dict[str, Any]) -> tuple[str, str, str]:
+    """What the model saw: (data at its size, the seen classes, the unseen classes)."""
+    size = meta.get("image_size", 8)
+    if meta.get("data", "digits") == "digits":
+        return f"{size}x{size} digits", "digits 0-5", "digits 6-9"
+    seen, unseen = meta["seen_class_names"], meta["unseen_class_names"]
+    return (
+        f"{meta['data_source']} at {size}x{size}",
+        f"the {len(seen)} seen (Latin) classes",
+        f"the {len(unseen)} unseen (Greek and Cyrillic) classes",
+    )
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
     meta = payload["meta"]
     seeds = meta["seeds"]
+    data, seen, unseen = data_text(meta)
     setup = (
         f"{meta['machine']}; TF {meta['tensorflow']}, Keras {meta['keras']}; "
         f"{meta['date_utc']} (UTC); wall time {meta['elapsed_s'] / 60:.1f} min; "
@@ -202,16 +291,24 @@ def render_markdown(payload: dict[str, Any]) -> str:
         + ("" if meta.get("complete", True) else "; **incomplete run**")
         + ".\n\n"
         "MultiSimilarityLoss, small ResNet-style backbone (ssl_quality.py's) + average pooling "
-        "+ 64-d MetricEmbedding, 8x8 digits, SGD (learning rate "
+        f"+ 64-d MetricEmbedding, {data}, SGD (learning rate "
         f"{meta['learning_rate']:g}, momentum 0.9), {meta['epochs']} epoch(s) of "
         f"{meta['steps_per_epoch']} steps at every batch size; MultiShotMemorySampler batches "
         f"of {CLASSES_PER_BATCH} classes x `b` images, grouped by class, so each of the "
         f"{NUM_REPLICAS} replicas' shares holds one class. Trained on {meta['train_images']} "
-        f"images of digits 0-5. Leave-one-out retrieval among {meta['seen_images']} held-out "
-        f"images of digits 0-5 (seen) and {meta['unseen_images']} images of digits 6-9 "
+        f"images of {seen}. Leave-one-out retrieval (cosine) among {meta['seen_images']} "
+        f"held-out images of {seen} (seen) and {meta['unseen_images']} images of {unseen} "
         "(unseen). Mean ± sample standard deviation over seeds "
         f"{', '.join(map(str, seeds))}; same initial weights and batches in every setting of "
-        "a seed; `untrained`: the seed's initial model.\n"
+        "a seed. "
+        + (
+            "Every trained model's batch-norm moving statistics are recomputed from the clean "
+            "seen training images before evaluation (precise BN, as the tfsim jobs do); "
+            "`untrained`: the seed's initial model, evaluated as built (no recomputation); "
+            "`raw pixels`: the flattened images.\n"
+            if meta.get("precise_bn")
+            else "`untrained`: the seed's initial model.\n"
+        )
     )
     return "\n".join(
         [

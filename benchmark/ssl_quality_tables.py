@@ -66,7 +66,16 @@ def setup_markdown(report: dict[str, Any]) -> str:
         f"{', '.join(str(s) for s in config['seeds'])}"
         + (" (**--quick**: checks the pipeline only)" if config["quick"] else ""),
         f"- kNN: k={KNN_K}, temperature {KNN_TEMPERATURE}, backbone embeddings, train set as "
-        "memory, test set as queries. References: raw pixels "
+        "memory, test set as queries. "
+        + (
+            "Trained backbones: batch-norm moving statistics recomputed from the clean "
+            "training images before evaluation (precise BN, as the tfsim jobs do). "
+            if meta.get("precise_bn")
+            else ""
+        )
+        + "References"
+        + (" (evaluated as built, no recomputation)" if meta.get("precise_bn") else "")
+        + ": raw pixels "
         f"{percent(raw)}%, untrained backbone "
         + (
             f"{percent(statistics.fmean(random_init))}%"
@@ -94,7 +103,15 @@ def tables_markdown(report: dict[str, Any], level: int = 2) -> str:
         f"(a) and (b): {NUM_REPLICAS} replicas with `b` images each; (c): one device with "
         f"the global batch of {NUM_REPLICAS} `b`. Same initial weights, batches and "
         "augmentations for a, b and c within a seed; every batch size trains the same number "
-        "of epochs, so 4x the batch means 4x fewer steps. Accuracy in %: mean ± sample standard "
+        "of epochs, so 4x the batch means 4x fewer steps. "
+        + (
+            "Every trained backbone is evaluated after recomputing its batch-norm moving "
+            "statistics from the clean training images (precise BN); the untrained backbone "
+            "is evaluated as built. "
+            if report["meta"].get("precise_bn")
+            else ""
+        )
+        + "Accuracy in %: mean ± sample standard "
         "deviation over seeds (min-max). `- (c)`: the paired per-seed difference to (c), in "
         "points, mean ± standard deviation.\n",
     ]

@@ -169,6 +169,59 @@ def test_small_batch_paired_table_is_recomputed_from_the_per_seed_values():
     assert "exactly 0 in every epoch of 6 of 6 runs" in markdown
 
 
+def test_small_batch_findings_judge_each_comparison_against_the_seed_spread():
+    tables = load_benchmark("metric_small_batch_tables")
+    payload = fake_small_batch_payload()
+    payload["raw_pixels"] = {"seen_recall@1": 0.5, "unseen_recall@1": 0.25}
+    text = tables.findings(payload)
+    value = {(r["setting"], r["batch_per_replica"], r["seed"]): r for r in payload["runs"]}
+    seeds = payload["meta"]["seeds"]
+    key = "unseen_map@r"
+    for comparison, (minuend, subtrahend) in zip(tables.COMPARISONS, COMPARED, strict=True):
+        differences = [value[minuend, 4, s][key] - value[subtrahend, 4, s][key] for s in seeds]
+        spread = max(
+            statistics.stdev([value[setting, 4, s][key] for s in seeds])
+            for setting in (minuend, subtrahend)
+        )
+        mean = statistics.fmean(differences)
+        verdict = "exceeds the seed spread" if abs(mean) > spread else "within the seed spread"
+        positive = sum(d > 0 for d in differences)
+        expected = (
+            f"4/replica unseen mAP@R {mean:+.3f} ± {statistics.stdev(differences):.3f} "
+            f"(seed spread {spread:.3f}, {positive}/3 seeds > 0: {verdict})"
+        )
+        sentence = next(line for line in text.split("\n\n") if line.startswith(comparison))
+        assert expected in sentence
+    # The references: one device (d) against raw pixels and the untrained model.
+    assert "and raw pixels' 0.250" in text and "and raw pixels' 0.500" in text
+
+
+def test_small_batch_split_keeps_the_unseen_classes_out_of_training():
+    from tensorflow_similarity.datasets import ImageData
+
+    metric_small_batch = load_benchmark("metric_small_batch")
+    images = np.arange(10 * 4, dtype="float32").reshape(10, 2, 2, 1)
+    data = ImageData(
+        x_train=images[:6],
+        y_train=np.array([0, 1, 2, 3, 0, 3], dtype="int32"),
+        x_test=images[6:],
+        y_test=np.array([1, 2, 3, 0], dtype="int32"),
+        class_names=["a", "b", "c", "d"],
+        source="fake",
+        seen_classes=2,
+    )
+    x_train, y_train, splits, seen = metric_small_batch.split_data(data, "glyphs")
+    assert seen == 2
+    np.testing.assert_array_equal(y_train, [0, 1, 0])
+    np.testing.assert_array_equal(x_train, images[[0, 1, 4]])
+    np.testing.assert_array_equal(splits["seen"][1], [1, 0])
+    np.testing.assert_array_equal(splits["seen"][0], images[[6, 9]])
+    np.testing.assert_array_equal(splits["unseen"][1], [2, 3, 3, 2, 3])
+    np.testing.assert_array_equal(splits["unseen"][0], images[[2, 3, 5, 7, 8]])
+    # The digits have no split of their own: 0-5 are seen.
+    assert metric_small_batch.split_data(data, "digits")[3] == 6
+
+
 def test_report_adds_the_metric_small_batch_section_and_its_plot(tmp_path):
     payload = fake_small_batch_payload(seeds=(0, 1))
     (tmp_path / "metric_small_batch.json").write_text(json.dumps(payload))

@@ -291,3 +291,88 @@ def test_trainer_resets_the_optimizer_but_keeps_its_learning_rate():
     # A second run starts from the fresh state again.
     trainer.run(2, 0, reference, data)
     assert float(optimizer.learning_rate) == pytest.approx(config.learning_rate)
+
+
+def fake_runs(report: dict, accuracies: dict) -> list[dict]:
+    """Per-seed runs of SimCLR at batch 8 from `{setting: [accuracy of seed 0, 1, 2]}`."""
+    return [
+        {
+            "algorithm": "simclr",
+            "batch_per_replica": 8,
+            "setting": setting,
+            "seed": seed,
+            "knn_accuracy": value,
+            "final_loss": 1.0,
+        }
+        for setting, values in accuracies.items()
+        for seed, value in enumerate(values)
+    ]
+
+
+def test_each_comparison_says_whether_it_exceeds_the_seed_spread():
+    report = load_benchmark("report")
+    fake = fake_ssl_report()
+    single = [0.80, 0.82, 0.84]
+    fake["runs"] = fake_runs(
+        fake,
+        {"single": single, "sync": single, "per_replica": [v - 0.10 for v in single]},
+    )
+    text = report.comparison_sentence(fake, "simclr", [8])
+    # (a) is 10 points below (c) on every seed, and both cells spread by 2 points over seeds.
+    assert "(a) - (c) at 8 images per replica -10.0 ± 0.0 (seed spread 2.0, 0/3 seeds > 0): " in (
+        text
+    )
+    assert text.count("exceeds the seed spread") == 1
+    assert "(b) - (c) at 8 images per replica +0.0 ± 0.0 (seed spread 2.0, 0/3 seeds > 0): " in (
+        text
+    )
+    assert text.count("within the seed spread") == 1
+    assert text in report.ssl_conclusion(fake)
+
+
+def test_baseline_sentence_pairs_one_device_with_each_seeds_untrained_backbone():
+    report = load_benchmark("report")
+    fake = fake_ssl_report()
+    single = [0.80, 0.82, 0.84]
+    fake["runs"] = fake_runs(fake, {"single": single})
+    untrained = [0.50, 0.81, 0.60]
+    fake["baselines"] = [{"name": "raw pixels", "knn_accuracy": 0.83}] + [
+        {"name": "untrained backbone", "seed": seed, "knn_accuracy": value}
+        for seed, value in enumerate(untrained)
+    ]
+    gains = [100 * (t - u) for t, u in zip(single, untrained, strict=True)]
+    mean = sum(gains) / 3
+    sd = (sum((g - mean) ** 2 for g in gains) / 2) ** 0.5
+    untrained_sd = 100 * np.std(untrained, ddof=1)
+    verdict = "exceeds" if abs(mean) > max(2.0, untrained_sd) else "within"
+    text = report.baseline_sentence(fake)
+    assert f"SimCLR at 8 {mean:+.1f} ± {sd:.1f} ({verdict} the seed spread)" in text
+    assert "raw pixels reaches 83.0%" in text
+    # 82% (the one-device mean) is below raw pixels' 83%.
+    assert "0 of 1 one-device cells are above raw pixels" in text
+
+
+def test_trainer_recomputes_batch_norm_statistics_before_evaluating():
+    # After a run, each batch norm's moving mean is its input's mean over the clean training
+    # images, not Keras' momentum average of the augmented batches.
+    import keras
+
+    ssl_quality = load_benchmark("ssl_quality")
+    config = ssl_quality.run_config(
+        ssl_quality.parse_args(["--quick", "--image-size", "8", "--width", "4", "--limit", "32"])
+    )
+    data = ssl_quality.load_data("digits", image_size=8, seed=0, limit=32)
+    trainer = ssl_quality.Trainer("simclr", "single", config, strategy=None)
+    reference = ssl_quality.build_model("simclr", config, sync_bn=False)
+    trainer.run(2, 0, reference, data)
+    backbone = trainer.model.backbone
+    stem = keras.Model(backbone.input, backbone.get_layer("stem_conv").output)
+    expected = np.asarray(stem(data.x_train)).mean(axis=(0, 1, 2))
+    moving = np.asarray(backbone.get_layer("stem_bn").moving_mean)
+    np.testing.assert_allclose(moving, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_glyphs_are_the_default_data_and_digits_still_parse():
+    ssl_quality = load_benchmark("ssl_quality")
+    assert ssl_quality.run_config(ssl_quality.parse_args([])).data == "glyphs"
+    assert ssl_quality.run_config(ssl_quality.parse_args(["--data", "digits"])).data == "digits"
