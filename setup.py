@@ -68,7 +68,10 @@ setup(
             "pandas>=1.5",
         ],
     },
-    entry_points={"console_scripts": ["tfsim=tensorflow_similarity.cli:main"]},
+    # The `tfsim` command's entry point, outside the package: it quiets TensorFlow's log
+    # before importing the package (see tfsim.py).
+    py_modules=["tfsim"],
+    entry_points={"console_scripts": ["tfsim=tfsim:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Intended Audience :: Science/Research",

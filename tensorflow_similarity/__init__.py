@@ -3,6 +3,9 @@
 Importing the package registers every layer, loss and model with Keras'
 serialisation registry (package "Similarity"), so `.keras` files saved from
 this package load with `keras.saving.load_model` and no `custom_objects`.
+Importing it has no other effect on the process: the `tfsim` command quiets
+TensorFlow's log from its own entry point (the `tfsim` module, outside the
+package).
 """
 
 from __future__ import annotations
@@ -11,12 +14,7 @@ import importlib
 
 __version__ = "0.18.0.dev0"
 
-from tensorflow_similarity import _tfsim_start
-
-# Before anything imports TensorFlow: it reads its log level once, on import.
-_tfsim_start.quiet_tensorflow_log()
-
-from tensorflow_similarity import _requirements  # noqa: E402
+from tensorflow_similarity import _requirements
 
 _requirements.check()
 

@@ -1,7 +1,7 @@
 """The `tfsim` command: self-supervised pretraining and supervised metric learning.
 
-`tfsim train` (or `python -m tensorflow_similarity train`) runs one of two
-jobs under a `tf.distribute` strategy, with batch norm synchronised over the
+`tfsim train` (or `python -m tfsim train`) runs one of two jobs under a
+`tf.distribute` strategy, with batch norm synchronised over the
 replicas (`--sync-bn`, `--sync-group-size`). Neither needs a network: by
 default they train a ResNet-18 on scikit-learn's handwritten digits over 2
 replicas (logical CPU devices when there is no GPU, all visible GPUs when
