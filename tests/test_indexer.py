@@ -275,7 +275,6 @@ def test_load_refuses_another_distance_dimension_or_version(tmp_path):
         (lambda i, x, y: i.batch_add(x, labels=y.astype(float) + 0.5), "integers"),
         (lambda i, x, y: i.add(x[:2], label=0), "one embedding"),
         (lambda i, x, y: i.batch_lookup(x[:, :4], k=1), r"shape \[n, 5\]"),
-        (lambda i, x, y: i.batch_lookup(x, k=41), "k=41"),
         (lambda i, x, y: i.batch_lookup(x, k=0), "k must be"),
         (lambda i, x, y: i.calibrate(x, y[:3], {}, verbose=0), "target_labels of shape"),
         (lambda i, x, y: i.match(x), "not calibrated"),

@@ -55,7 +55,8 @@ class EvalCallback(keras.callbacks.Callback):
         metrics: `ClassificationMetric`s or names. Defaults to
             `("binary_accuracy",)`.
         tb_logdir: Folder for TensorBoard scalars, or `None`.
-        k: Neighbours looked up per query. Defaults to 1.
+        k: Neighbours looked up per query (all the targets, with a warning,
+            when there are fewer, as in 0.17). Defaults to 1.
         matcher: `"match_nearest"`, `"match_majority_vote"` or a
             `ClassificationMatch`. Defaults to `"match_nearest"`.
         distance_thresholds: Distances at which the classification metrics
@@ -66,9 +67,9 @@ class EvalCallback(keras.callbacks.Callback):
             `None`.
 
     Raises:
-        ValueError: If the labels do not match the examples, `k` is larger
-            than the number of targets, a split leaves no query on a side,
-            or a metric or matcher is unknown.
+        ValueError: If the labels do not match the examples, a retrieval
+            metric's `k` is larger than the number of targets, a split leaves
+            no query on a side, or a metric or matcher is unknown.
 
     Example:
 
@@ -112,12 +113,8 @@ class EvalCallback(keras.callbacks.Callback):
         self.target_labels = _labels("target_labels", target_labels, len(targets))
         self.targets = targets
         self.distance = distance_canonicalizer(distance)
+        # A k above the number of targets is 0.17's: the matcher sees them all (with a warning).
         self.k = check_int("k", k, minimum=1, owner=owner)
-        if self.k > len(targets):
-            raise ValueError(
-                f"EvalCallback: k={k} but there are {len(targets)} targets. Use k <= "
-                f"{len(targets)}, or more targets."
-            )
         self.classification_metrics = [make_classification_metric(m) for m in metrics]
         self.retrieval_metrics = list(retrieval_metrics or [])
         for metric in self.retrieval_metrics:

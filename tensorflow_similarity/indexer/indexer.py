@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -225,8 +226,9 @@ class Indexer:
             `batch_lookup`).
 
         Raises:
-            ValueError: If the index is empty, `k` is not in `[1, size()]` or
-                the embedding is not of size `embedding_size`.
+            ValueError: If the index is empty, `k` is below 1 or the
+                embedding is not of size `embedding_size`. A `k` above
+                `size()` returns the whole index, with a warning, as 0.17 did.
         """
         embedding = self._embeddings(prediction, single=True)
         return self.batch_lookup(embedding, k=k, verbose=0)[0]
@@ -248,8 +250,9 @@ class Indexer:
             `inf`), which counts as a miss and has no vote.
 
         Raises:
-            ValueError: If the index is empty, `k` is not in `[1, size()]` or
-                the embeddings are not `[n, embedding_size]`.
+            ValueError: If the index is empty, `k` is below 1 or the
+                embeddings are not `[n, embedding_size]`. A `k` above `size()`
+                returns the whole index, with a warning, as 0.17 did.
         """
         del verbose
         embeddings = self._embeddings(predictions)
@@ -285,10 +288,14 @@ class Indexer:
             )
         k = check_int("k", k, minimum=1, owner="Indexer")
         if k > size:
-            raise ValueError(
-                f"k={k} neighbours were asked for but the index holds {size} embeddings. "
-                f"Use k <= {size}, or index more examples."
+            # 0.17 returned the whole index; its default k=5 meets small indexes often.
+            warnings.warn(
+                f"Indexer: k={k} neighbours were asked for but the index holds {size} "
+                f"embeddings; each lookup returns {size}. Use k <= {size}, or index more "
+                "examples.",
+                stacklevel=3,
             )
+            k = size
         start = time.perf_counter()
         if len(embeddings) == 0:
             idxs, distances = np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)

@@ -186,11 +186,13 @@ class IndexLookupMixin:
 
         Returns:
             Per example, `k` `Lookup`s by increasing distance (fewer when an
-            approximate search found fewer; see `Indexer.batch_lookup`).
+            approximate search found fewer; see `Indexer.batch_lookup`). A
+            `k` above `index_size()` returns the whole index, with a
+            warning, as 0.17 did.
 
         Raises:
-            ValueError: If the index is empty, `k` is not in `[1, index_size()]`
-                or `x` does not fit the model's input.
+            ValueError: If the index is empty, `k` is below 1 or `x` does not
+                fit the model's input.
         """
         x = self._index_batch(x)
         self._check_lookup(k)
@@ -297,12 +299,9 @@ class IndexLookupMixin:
                 "The index is empty: call model.index(x, y) (or load_index) before looking "
                 "up, evaluating, calibrating or matching."
             )
-        k = check_int("k", k, minimum=1, owner=type(self).__name__)
-        if k > size:
-            raise ValueError(
-                f"k={k} neighbours were asked for but the index holds {size} examples. Use "
-                f"k <= {size}, or index more examples."
-            )
+        # A k above the index size is not refused: the index returns all it holds and
+        # warns, as 0.17 returned fewer neighbours.
+        check_int("k", k, minimum=1, owner=type(self).__name__)
 
 
 def keras_rank_adjusted(x: np.ndarray, expected: tuple[int | None, ...]) -> np.ndarray:

@@ -131,8 +131,8 @@ class IndexMixin(IndexLookupMixin):
             Metric name (e.g. `"recall@1"`) to its value.
 
         Raises:
-            ValueError: If the index is empty, a metric's `k` is larger than
-                it, or `y` does not have one label per example.
+            ValueError: If the index is empty, holds fewer examples than a
+                metric's `k`, or `y` does not have one label per example.
         """
         x = self._index_batch(x)
         check_length("y", y, len(x), required=True)
@@ -180,8 +180,9 @@ class IndexMixin(IndexLookupMixin):
             cutpoint.
 
         Raises:
-            ValueError: If the index is empty, `k` is larger than it, or `y`
-                does not have one label per example.
+            ValueError: If the index is empty, `k` is below 1, or `y` does
+                not have one label per example (a `k` above the index size
+                uses the whole index, with a warning).
         """
         x = self._index_batch(x)
         check_length("y", y, len(x), required=True)

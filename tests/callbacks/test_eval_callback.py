@@ -109,7 +109,6 @@ def test_without_split_the_names_have_no_suffix():
     "kwargs, message",
     [
         ({"query_labels": [0, 1]}, "query_labels has shape"),
-        ({"k": 21}, "k=21"),
         ({"known_classes": [0, 1, 2, 3]}, "no query unknown classes"),
         ({"retrieval_metrics": ["recall@1"]}, "not a RetrievalMetric"),
     ],

@@ -257,7 +257,6 @@ def test_bad_input_is_refused_before_predicting_and_the_index_is_unchanged(monke
         (lambda: model.index(x, y[:-1]), "47 items in y for 48"),
         (lambda: model.index(x, y, data=[1, 2]), "2 items in data"),
         (lambda: model.lookup(x[:, :5], k=1), r"shape \(6,\)"),
-        (lambda: model.lookup(x, k=49), "k=49"),
         (lambda: model.calibrate(x, y[:3]), "3 items in y"),
         (lambda: model.evaluate_retrieval(x, None, [RecallAtK(k=1)]), "y is required"),
         (lambda: model.match(x), "not calibrated"),
