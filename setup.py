@@ -27,6 +27,14 @@ KERAS_HUB_REQUIRES = [
     "tokenizers",
 ]
 
+# The documentation site (`mkdocs build --strict`, run by .ci/run): MkDocs 1.6 for its
+# generated pages (docs/_hooks), the Material theme, and mkdocstrings' Python handler.
+DOCS_REQUIRES = [
+    "mkdocs>=1.6",
+    "mkdocs-material>=9.5",
+    "mkdocstrings[python]>=0.26",
+]
+
 setup(
     name="tensorflow-similarity",
     version="0.18.0.dev0",
@@ -52,6 +60,7 @@ setup(
         # FaissSearch; the package imports without it.
         "faiss": ["faiss-cpu>=1.7.4"],
         "pandas": ["pandas>=1.5"],
+        "docs": DOCS_REQUIRES,
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
@@ -66,6 +75,9 @@ setup(
             "ipykernel>=6",
             "faiss-cpu>=1.7.4",
             "pandas>=1.5",
+            # Runs the Python blocks of the README and docs/ (tests/docs).
+            "sybil>=9",
+            *DOCS_REQUIRES,
         ],
     },
     # The `tfsim` command's entry point, outside the package: it quiets TensorFlow's log
