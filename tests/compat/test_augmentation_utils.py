@@ -318,3 +318,16 @@ def test_the_017_unsupervised_notebook_augmenter_runs_in_a_dataset_map():
     assert view1.shape == view2.shape == (4, 32, 32, 3)
     assert float(tf.reduce_min(view1)) >= 0.0 and float(tf.reduce_max(view1)) <= 255.0
     assert not np.array_equal(view1.numpy(), view2.numpy())
+
+
+def test_batch_random_blur_keeps_each_items_shape_as_0_17():
+    # 0.17's own test passes a list of single images: each comes back as it went in.
+    image = tf.random.stateless_uniform((32, 32, 3), seed=[0, 1])
+    batch = tf.stack([image, 1.0 - image])
+
+    single_out, batch_out = blur.batch_random_blur([image, batch], 32, 32, 1.0, seed=3)
+    unblurred, _ = blur.batch_random_blur([image, batch], 32, 32, 0.0, seed=3)
+
+    assert single_out.shape == image.shape and batch_out.shape == batch.shape
+    assert not np.allclose(single_out.numpy(), image.numpy())
+    np.testing.assert_array_equal(unblurred.numpy(), image.numpy())

@@ -86,25 +86,26 @@ def batch_random_blur(
     padding (0.17: zeros).
 
     Args:
-        images_list: Batches `[b, h, w, c]` of `[0, 1]` images.
+        images_list: Batches `[b, h, w, c]` of `[0, 1]` images (or single
+            `[h, w, c]` images, each returned in its own shape, as in 0.17).
         height: The images' height.
         width: Unused, as in 0.17.
         blur_probability: Probability of blurring an image. Defaults to 0.5.
         seed: See `random_apply.random_apply`.
 
     Returns:
-        The blurred batches, in order.
+        The blurred batches (or images), in order.
     """
     del width
     seed = stateless_seed(seed)
     size = _kernel_size(height, 10)
     blurred = []
     for index, images in enumerate(images_list):
-        batch, _ = as_batch(images)
+        batch, single = as_batch(images)
         batch = image_ops.random_gaussian_blur(
             batch, (0.1, 2.0), blur_probability, sub_seed(seed, index), kernel_size=(size, size)
         )
-        blurred.append(tf.clip_by_value(batch, 0.0, 1.0))
+        blurred.append(restore(tf.clip_by_value(batch, 0.0, 1.0), single))
     return blurred
 
 
