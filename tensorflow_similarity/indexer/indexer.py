@@ -540,23 +540,11 @@ class Indexer:
     ) -> Self:
         """Reads an index `save` wrote, whole, or refuses it and changes nothing.
 
-        Before any record is read into an index, `load` checks, in order:
-        the metadata (its format version, the distance and size asked for,
-        a `search_config` that builds the saved search class with the
-        index's distance and size); in safe mode, that no `.npz` file holds
-        pickled data; the checksums `save` recorded, of the metadata's
-        content and of each file (a file changed, truncated or missing is
-        refused); then, reading the files, that the search holds finite
-        embeddings, as many as the metadata's `size`, under the store's ids
-        `0` to `size - 1` in order, and that the store holds `size` finite
-        embeddings of `embedding_size`. Every error names the file and what
-        disagrees.
-
-        An index saved before checksums were recorded (its metadata has no
-        `"files"`) still loads, after the same checks less the checksums;
-        such an index cannot tell a file edited consistently from the one
-        saved, and a store given as `kv_store` is checked only once its
-        records are read into it. Save it again to record its checksums.
+        The metadata, the recorded checksums of every file and the files'
+        agreement with each other (sizes, ids, finite embeddings) are all
+        checked before any record is read into an index; every error names
+        the file and what disagrees. `load_index` in
+        `tensorflow_similarity.indexer.persistence` lists the checks in order.
 
         Args:
             path: The directory `save` wrote.

@@ -129,10 +129,27 @@ def load_index(
     kv_store: Store | None = None,
     safe_mode: bool = True,
 ) -> IndexT:
-    """Reads the index saved in `path` into a new `index_class`: see `Indexer.load`.
+    """Reads the index saved in `path` into a new `index_class` (see `Indexer.load`).
 
-    Every check is made before any record is read into an index; a failed
-    one raises and leaves nothing loaded.
+    Before any record is read into an index, `load` checks, in order:
+    the metadata (its format version, the distance and size asked for,
+    a `search_config` that builds the saved search class with the
+    index's distance and size); in safe mode, that no `.npz` file holds
+    pickled data; the checksums `save` recorded, of the metadata's
+    content and of each file (a file changed, truncated or missing is
+    refused); then, reading the files, that the search holds finite
+    embeddings, as many as the metadata's `size`, under the store's ids
+    `0` to `size - 1` in order, and that the store holds `size` finite
+    embeddings of `embedding_size`. Every error names the file and what
+    disagrees.
+
+    An index saved before checksums were recorded (its metadata has no
+    `"files"`) still loads, after the same checks less the checksums;
+    such an index cannot tell a file edited consistently from the one
+    saved, and a store given as `kv_store` is checked only once its
+    records are read into it. Save it again to record its checksums.
+
+    A failed check raises and leaves nothing loaded.
     """
     path = Path(path)
     metadata = read_metadata(path)
