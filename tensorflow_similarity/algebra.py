@@ -55,6 +55,7 @@ def masked_max(distances: Any, mask: Any, dim: int = 1) -> tuple[tf.Tensor, tf.T
     Example:
 
     >>> import numpy as np
+    >>> from tensorflow_similarity.algebra import masked_max
     >>> d = np.array([[0.0, 0.5, 0.9], [0.3, 0.1, 0.2]])
     >>> m = np.array([[True, True, False], [False, False, True]])
     >>> values, indices = masked_max(d, m)
@@ -79,6 +80,7 @@ def masked_min(distances: Any, mask: Any, dim: int = 1) -> tuple[tf.Tensor, tf.T
     Example:
 
     >>> import numpy as np
+    >>> from tensorflow_similarity.algebra import masked_min
     >>> d = np.array([[0.0, 0.5, 0.9], [0.3, 0.1, 0.2]])
     >>> m = np.array([[False, True, True], [True, False, True]])
     >>> values, indices = masked_min(d, m)
@@ -107,6 +109,7 @@ def build_masks(
 
     Example:
 
+    >>> from tensorflow_similarity.algebra import build_masks
     >>> pos, neg = build_masks([0, 0, 1], [0, 0, 1], batch_size=3)
     >>> pos.numpy().astype(int).tolist()
     [[0, 1, 0], [1, 0, 0], [0, 0, 0]]

@@ -75,6 +75,7 @@ class Lookup:
 
     Example:
 
+    >>> from tensorflow_similarity.types import Lookup
     >>> Lookup(rank=1, distance=0.1, label=3).label
     3
     """

@@ -38,6 +38,9 @@ def is_tensor_or_variable(x: Any) -> bool:
 
     Example:
 
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.utils import is_tensor_or_variable
     >>> is_tensor_or_variable(tf.Variable(1.0)), is_tensor_or_variable(np.ones(2))
     (True, False)
     """
@@ -53,6 +56,7 @@ def tf_cap_memory() -> None:
 
     Example:
 
+    >>> from tensorflow_similarity.utils import tf_cap_memory
     >>> tf_cap_memory()
     """
     for gpu in tf.config.experimental.list_physical_devices("GPU"):
@@ -87,6 +91,8 @@ def unpack_lookup_labels(lookups: Sequence[Sequence[Lookup]], dtype: str | tf.DT
 
     Example:
 
+    >>> from tensorflow_similarity.types import Lookup
+    >>> from tensorflow_similarity.utils import unpack_lookup_labels
     >>> rows = [[Lookup(1, 0.1, label=3), Lookup(2, 0.4, label=5)], [Lookup(1, 0.2, label=7)]]
     >>> unpack_lookup_labels(rows, "int32").numpy().tolist()  # warns: one short set
     [[3, 5], [7, 2147483647]]
@@ -131,6 +137,8 @@ def unpack_lookup_distances(
 
     Example:
 
+    >>> from tensorflow_similarity.types import Lookup
+    >>> from tensorflow_similarity.utils import unpack_lookup_distances
     >>> rows = [[Lookup(1, 0.1234, label=3), Lookup(2, 0.5, label=5)]]
     >>> unpack_lookup_distances(rows, "float32", 2).numpy().tolist()
     [[0.11999999731779099, 0.5]]
@@ -184,6 +192,8 @@ def unpack_results(
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.utils import unpack_results
     >>> logs = {}
     >>> unpack_results({"f1": np.array([0.91234])}, 0, logs, None, "_val")
     ['f1_val: 0.9123']

@@ -111,6 +111,7 @@ def BackboneSim(
 
     >>> import keras_cv
     >>> import tensorflow as tf
+    >>> from tensorflow_similarity.architectures import BackboneSim
     >>> strategy = tf.distribute.MirroredStrategy()
     >>> with strategy.scope():
     ...     backbone = keras_cv.models.ResNetV2Backbone(

@@ -78,6 +78,7 @@ def ConvNeXtSim(
 
     Example:
 
+    >>> from tensorflow_similarity.architectures import ConvNeXtSim
     >>> model = ConvNeXtSim((32, 32, 3), variant="tiny")
     >>> model.output_shape
     (None, 128)

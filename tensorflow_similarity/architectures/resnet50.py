@@ -90,6 +90,7 @@ def ResNet50Sim(
 
     Example:
 
+    >>> from tensorflow_similarity.architectures import ResNet50Sim
     >>> model = ResNet50Sim((224, 224, 3), sync_bn=True)
     >>> model.output_shape
     (None, 128)

@@ -47,6 +47,8 @@ class GlyphAugmenter(ViewAugmenter):
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import GlyphAugmenter
     >>> augmenter = GlyphAugmenter(seed=0)
     >>> view1, view2 = augmenter(tf.zeros((4, 16, 16, 1)), step=3)
     >>> view1.shape

@@ -55,6 +55,8 @@ def knn_accuracy(
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.callbacks import knn_accuracy
     >>> knn_accuracy(np.eye(3), [0, 1, 2], np.eye(3) + 0.1, [0, 1, 2], k=1)
     1.0
     """

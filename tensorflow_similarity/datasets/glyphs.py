@@ -146,6 +146,7 @@ def load_glyphs(image_size: int = 32, cache_dir: str | Path | None = None) -> Gl
 
     Example:
 
+    >>> from tensorflow_similarity.datasets import load_glyphs
     >>> glyphs = load_glyphs(image_size=16)
     >>> glyphs.images.shape, glyphs.num_seen_classes, glyphs.num_classes
     ((2626, 16, 16), 62, 143)

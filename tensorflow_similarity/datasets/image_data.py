@@ -148,6 +148,7 @@ def load_data(
 
     Example:
 
+    >>> from tensorflow_similarity.datasets import load_data
     >>> data = load_data("digits", image_size=16, seed=0)
     >>> data.x_train.shape, data.x_test.shape
     ((1438, 16, 16, 3), (359, 16, 16, 3))

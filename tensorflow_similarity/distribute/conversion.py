@@ -75,7 +75,9 @@ def convert_sync_batchnorm(
 
     Example:
 
+    >>> import keras
     >>> import tensorflow as tf
+    >>> from tensorflow_similarity.distribute import convert_sync_batchnorm
     >>> model = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3))
     >>> with tf.distribute.MirroredStrategy().scope():
     ...     synced = convert_sync_batchnorm(model)

@@ -46,6 +46,8 @@ class SyncBatchNormPlugin:
 
     Example:
 
+    >>> import keras
+    >>> from tensorflow_similarity.distribute import SyncBatchNormPlugin
     >>> plugin = SyncBatchNormPlugin()
     >>> synced = plugin.apply(keras.applications.MobileNetV2(weights=None))
     >>> plain = plugin.revert(synced)

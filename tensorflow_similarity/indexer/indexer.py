@@ -78,6 +78,8 @@ class Indexer:
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.indexer import Indexer
     >>> index = Indexer(embedding_size=2, distance="l2")
     >>> index.batch_add(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=[0, 1], verbose=0)
     >>> index.single_lookup(np.array([0.9, 1.0]), k=1)[0].label

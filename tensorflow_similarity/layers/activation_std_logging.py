@@ -25,6 +25,8 @@ class ActivationStdLoggingLayer(keras.layers.Layer):
 
     Example:
 
+    >>> import keras
+    >>> from tensorflow_similarity.layers import ActivationStdLoggingLayer
     >>> inputs = keras.Input((8,))
     >>> outputs = ActivationStdLoggingLayer(name="proj_std")(keras.layers.Dense(8)(inputs))
     >>> model = keras.Model(inputs, outputs)

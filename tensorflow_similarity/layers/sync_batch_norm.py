@@ -90,6 +90,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
 
     Example:
 
+    >>> import keras
     >>> import tensorflow as tf
     >>> from tensorflow_similarity.layers import SyncBatchNormalization
     >>> strategy = tf.distribute.MirroredStrategy(["CPU:0"])

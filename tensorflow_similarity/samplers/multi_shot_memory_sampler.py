@@ -83,6 +83,8 @@ class MultiShotMemorySampler(Sampler):
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.samplers import MultiShotMemorySampler
     >>> x = np.random.rand(100, 4).astype("float32")
     >>> y = np.repeat(np.arange(10), 10)
     >>> sampler = MultiShotMemorySampler(

@@ -83,6 +83,8 @@ def select_examples(
 
     Example:
 
+    >>> import numpy as np
+    >>> from tensorflow_similarity.samplers import select_examples
     >>> x = np.arange(10.0)[:, None]
     >>> y = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
     >>> xs, ys = select_examples(x, y, class_list=[0, 2], num_examples_per_class=2, seed=0)

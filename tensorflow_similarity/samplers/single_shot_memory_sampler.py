@@ -52,6 +52,9 @@ class SingleShotMemorySampler(Sampler):
 
     Example:
 
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import SingleShotMemorySampler
     >>> def two_views(x, y, n, is_warmup):
     ...     return tf.concat([x] * n, 0), tf.concat([y] * n, 0)
     >>> sampler = SingleShotMemorySampler(np.eye(6), two_views, 4, seed=0)

@@ -93,6 +93,9 @@ def TFDataSampler(  # noqa: N802 - 0.18's public name
 
     Example:
 
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import TFDataSampler
     >>> ds = tf.data.Dataset.from_tensor_slices((tf.random.uniform((60, 3)), tf.range(60) % 6))
     >>> batches = TFDataSampler(ds, classes_per_batch=3, examples_per_class_per_batch=4, seed=0)
     >>> x, y = next(iter(batches))

@@ -70,6 +70,9 @@ class TFDatasetMultiShotMemorySampler(MultiShotMemorySampler):
 
     Example:
 
+    >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.samplers import TFDatasetMultiShotMemorySampler
     >>> ds = tf.data.Dataset.from_tensor_slices(
     ...     {"image": tf.random.uniform((40, 4)), "label": tf.range(40) % 4}
     ... )

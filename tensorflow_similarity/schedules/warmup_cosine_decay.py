@@ -47,6 +47,8 @@ class WarmupCosineDecay(keras.optimizers.schedules.CosineDecay):
 
     Example:
 
+    >>> import keras
+    >>> from tensorflow_similarity.schedules import WarmupCosineDecay
     >>> schedule = WarmupCosineDecay(0.1, total_steps=100, warmup_steps=10)
     >>> float(schedule(5)), float(schedule(10)), float(schedule(100))
     (0.05000000074505806, 0.10000000149011612, 0.0)

@@ -37,6 +37,7 @@ def batch_class_ratio(sampler: Iterable[Any], num_batches: int = 100) -> float:
 
     >>> import numpy as np
     >>> from tensorflow_similarity.samplers import MultiShotMemorySampler
+    >>> from tensorflow_similarity.training_metrics import batch_class_ratio
     >>> x, y = np.zeros((40, 2)), np.repeat(np.arange(10), 4)
     >>> sampler = MultiShotMemorySampler(x, y, classes_per_batch=4,
     ...                                  examples_per_class_per_batch=2)

@@ -128,6 +128,8 @@ def gaussian_blur(image: Any, kernel_size: Any, sigma: float, padding: str = "SA
     Example:
 
     >>> import numpy as np
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters.augmentation_utils.blur import gaussian_blur
     >>> image = np.zeros((5, 5, 1), np.float32)
     >>> image[2, 2] = 1.0
     >>> round(float(gaussian_blur(image, 3, sigma=100.0).numpy().sum()), 4)

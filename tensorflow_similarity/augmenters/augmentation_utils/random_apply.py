@@ -25,6 +25,7 @@ def random_apply(func: Callable[[Any], Any], p: float, x: Any, *, seed: Any = No
     Example:
 
     >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters.augmentation_utils.random_apply import random_apply
     >>> random_apply(lambda x: x + 1, p=1.0, x=tf.zeros([2])).numpy().tolist()
     [1.0, 1.0]
     """

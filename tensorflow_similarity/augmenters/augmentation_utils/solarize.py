@@ -39,6 +39,7 @@ def random_solarize(
     Example:
 
     >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters.augmentation_utils.solarize import random_solarize
     >>> random_solarize(tf.constant([5.0, 200.0]), p=1.0).numpy().tolist()
     [5.0, 55.0]
     """
