@@ -75,6 +75,7 @@ def EfficientNetSim(
 
     Example:
 
+    >>> from tensorflow_similarity.architectures import EfficientNetSim
     >>> model = EfficientNetSim((32, 32, 3), variant="b0", sync_bn=True)
     >>> model.output_shape
     (None, 128)

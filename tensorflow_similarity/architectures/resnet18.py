@@ -106,6 +106,7 @@ def ResNet18Sim(
 
     Example:
 
+    >>> from tensorflow_similarity.architectures import ResNet18Sim
     >>> model = ResNet18Sim((32, 32, 3), sync_bn=True)
     >>> model.output_shape
     (None, 128)
