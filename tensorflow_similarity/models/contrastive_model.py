@@ -645,7 +645,8 @@ def create_contrastive_model(
     >>> import keras
     >>> from tensorflow_similarity.models import create_contrastive_model
     >>> images = keras.Input((8, 8, 3))
-    >>> features = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(16, 3)(images))
+    >>> x = keras.layers.BatchNormalization()(keras.layers.Conv2D(16, 3)(images))
+    >>> features = keras.layers.GlobalAveragePooling2D()(x)
     >>> model = create_contrastive_model(keras.Model(images, features), "barlow",
     ...                                  projector_output_dim=64, sync_bn=True)
     >>> model.projector.output.shape
