@@ -14,6 +14,20 @@ from tensorflow_similarity.architectures.trainable import set_trainable
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 
 VARIANTS = ("B0", "B1", "B2", "B3", "B4", "B5", "B6", "B7")
+# 0.17's tables: each variant's nominal (ImageNet) input size, and its Keras application.
+EFF_INPUT_SIZE = {
+    "B0": 224,
+    "B1": 240,
+    "B2": 260,
+    "B3": 300,
+    "B4": 380,
+    "B5": 456,
+    "B6": 528,
+    "B7": 600,
+}
+EFF_ARCHITECTURE = {
+    variant: getattr(keras.applications, f"EfficientNet{variant}") for variant in VARIANTS
+}
 
 
 def EfficientNetSim(

@@ -230,43 +230,20 @@ def resnet18_backbone(
     check_input_shape("ResNet18Sim", shape, min_size=_MIN_SIZE[stem])
     check_weights("ResNet18Sim", weights, plugin, imagenet=False, pretrained_with_sync=False)
 
-    bn_axis = 3 if keras.config.image_data_format() == "channels_last" else 1
-
     def batch_norm(layer_name: str) -> keras.layers.Layer:
-        return batch_norm_layer(plugin, axis=bn_axis, epsilon=_BN_EPSILON, name=layer_name)
-
-    def conv(filters: int, size: int, stride: int, layer_name: str, padding: str = "same"):
-        return keras.layers.Conv2D(
-            filters,
-            size,
-            strides=stride,
-            padding=padding,
-            use_bias=False,
-            kernel_initializer="he_normal",
-            name=layer_name,
-        )
+        return _batch_norm(plugin, layer_name)
 
     def block(x, filters: int, stride: int, prefix: str):
         extra_shortcut = first_block_shortcut and prefix == "conv2_block1"
-        if stride != 1 or x.shape[bn_axis] != filters or extra_shortcut:
-            shortcut = conv(filters, 1, stride, f"{prefix}_0_conv")(x)
-            shortcut = batch_norm(f"{prefix}_0_bn")(shortcut)
-        else:
-            shortcut = x
-        x = conv(filters, 3, stride, f"{prefix}_1_conv")(x)
-        x = batch_norm(f"{prefix}_1_bn")(x)
-        x = keras.layers.Activation("relu", name=f"{prefix}_1_relu")(x)
-        x = conv(filters, 3, 1, f"{prefix}_2_conv")(x)
-        x = batch_norm(f"{prefix}_2_bn")(x)
-        x = keras.layers.Add(name=f"{prefix}_add")([shortcut, x])
-        return keras.layers.Activation("relu", name=f"{prefix}_out")(x)
+        conv_shortcut = stride != 1 or x.shape[_bn_axis()] != filters or extra_shortcut
+        return _block(x, filters, 3, stride, conv_shortcut, prefix, plugin)
 
     inputs = keras.Input(shape=shape)
     if stem == "cifar":
-        x = conv(64, 3, 1, "conv1_conv")(inputs)
+        x = _conv(64, 3, 1, "conv1_conv")(inputs)
     else:
         x = keras.layers.ZeroPadding2D(padding=((3, 3), (3, 3)), name="conv1_pad")(inputs)
-        x = conv(64, 7, 2, "conv1_conv", padding="valid")(x)
+        x = _conv(64, 7, 2, "conv1_conv", padding="valid")(x)
     x = batch_norm("conv1_bn")(x)
     x = keras.layers.Activation("relu", name="conv1_relu")(x)
     if stem == "imagenet":
@@ -279,3 +256,132 @@ def resnet18_backbone(
     if weights is not None:
         model.load_weights(os.fspath(weights))
     return model
+
+
+def block0(
+    x: keras.KerasTensor,
+    filters: int,
+    kernel_size: int = 3,
+    stride: int = 1,
+    conv_shortcut: bool = True,
+    name: str = "",
+    *,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+) -> keras.KerasTensor:
+    """0.17's ResNet-18 residual block: two convolutions and batch norms, and a shortcut.
+
+    Layers `{name}_1_conv`, `{name}_1_bn`, `{name}_1_relu`, `{name}_2_conv`,
+    `{name}_2_bn`, `{name}_add` and `{name}_out`, with a 1x1 convolution +
+    batch-norm shortcut (`{name}_0_conv`, `{name}_0_bn`) when
+    `conv_shortcut`. Batch norm is plain unless `sync_bn` (0.17 always used
+    Keras' synchronised one); convolutions start He-normal (0.17: LeCun
+    uniform).
+
+    Args:
+        x: The block's input, `[batch, h, w, c]`.
+        filters: Output channels.
+        kernel_size: The two convolutions' size. Defaults to 3.
+        stride: The first convolution's (and the shortcut's) stride.
+            Defaults to 1.
+        conv_shortcut: Whether the shortcut is a 1x1 convolution (else the
+            identity, which needs `stride=1` and `filters` input channels).
+            Defaults to True.
+        name: The layers' name prefix.
+        sync_bn: `False`, `True` or a `SyncBatchNormPlugin` (keyword-only).
+
+    Returns:
+        The block's output.
+    """
+    return _block(x, filters, kernel_size, stride, conv_shortcut, name, resolve_sync_bn(sync_bn))
+
+
+def stack0(
+    x: keras.KerasTensor,
+    filters: int,
+    blocks: int,
+    stride1: int = 2,
+    name: str = "",
+    *,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+) -> keras.KerasTensor:
+    """0.17's stage of `blocks` residual blocks, the first with a convolution shortcut.
+
+    Args:
+        x: The stage's input.
+        filters: Output channels of each block.
+        blocks: Number of blocks.
+        stride1: The first block's stride. Defaults to 2.
+        name: Prefix; the blocks are `{name}_block1`, `{name}_block2`, ...
+        sync_bn: See `block0`.
+
+    Returns:
+        The stage's output.
+    """
+    x = block0(x, filters, stride=stride1, name=f"{name}_block1", sync_bn=sync_bn)
+    for i in range(2, blocks + 1):
+        x = block0(x, filters, conv_shortcut=False, name=f"{name}_block{i}", sync_bn=sync_bn)
+    return x
+
+
+def stack_fn(
+    x: keras.KerasTensor, *, sync_bn: bool | SyncBatchNormPlugin = False
+) -> keras.KerasTensor:
+    """0.17's four ResNet-18 stages (`conv2` to `conv5`: 64, 128, 256, 512 filters, 2 blocks).
+
+    `stack_fn` on `build_resnet`'s stem gives 0.17's network (what
+    `build_resnet(input_shape)` builds whole).
+
+    Args:
+        x: The stem's output.
+        sync_bn: See `block0`.
+
+    Returns:
+        The last stage's output.
+    """
+    x = stack0(x, 64, 2, stride1=1, name="conv2", sync_bn=sync_bn)
+    x = stack0(x, 128, 2, name="conv3", sync_bn=sync_bn)
+    x = stack0(x, 256, 2, name="conv4", sync_bn=sync_bn)
+    return stack0(x, 512, 2, name="conv5", sync_bn=sync_bn)
+
+
+def _bn_axis() -> int:
+    return 3 if keras.config.image_data_format() == "channels_last" else 1
+
+
+def _batch_norm(plugin: SyncBatchNormPlugin | None, name: str) -> keras.layers.Layer:
+    return batch_norm_layer(plugin, axis=_bn_axis(), epsilon=_BN_EPSILON, name=name)
+
+
+def _conv(filters: int, size: int, stride: int, name: str, padding: str = "same"):
+    return keras.layers.Conv2D(
+        filters,
+        size,
+        strides=stride,
+        padding=padding,
+        use_bias=False,
+        kernel_initializer="he_normal",
+        name=name,
+    )
+
+
+def _block(
+    x: keras.KerasTensor,
+    filters: int,
+    kernel_size: int,
+    stride: int,
+    conv_shortcut: bool,
+    name: str,
+    plugin: SyncBatchNormPlugin | None,
+) -> keras.KerasTensor:
+    if conv_shortcut:
+        shortcut = _conv(filters, 1, stride, f"{name}_0_conv")(x)
+        shortcut = _batch_norm(plugin, f"{name}_0_bn")(shortcut)
+    else:
+        shortcut = x
+    x = _conv(filters, kernel_size, stride, f"{name}_1_conv")(x)
+    x = _batch_norm(plugin, f"{name}_1_bn")(x)
+    x = keras.layers.Activation("relu", name=f"{name}_1_relu")(x)
+    x = _conv(filters, kernel_size, 1, f"{name}_2_conv")(x)
+    x = _batch_norm(plugin, f"{name}_2_bn")(x)
+    x = keras.layers.Add(name=f"{name}_add")([shortcut, x])
+    return keras.layers.Activation("relu", name=f"{name}_out")(x)

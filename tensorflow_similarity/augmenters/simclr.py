@@ -5,11 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import tensorflow as tf
+
+from tensorflow_similarity.augmenters.augmentation_utils.color_jitter import random_color_jitter
+from tensorflow_similarity.augmenters.augmentation_utils.cropping import (
+    center_crop,
+    random_crop_with_resize,
+)
+
 # 0.17's SimCLRAugmenter lived here; its call and arguments are kept in `legacy`.
 from tensorflow_similarity.augmenters.legacy import SimCLRAugmenter
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter
 
-__all__ = ["SimCLRAugmenter", "simclr_augmenter"]
+__all__ = [
+    "SimCLRAugmenter",
+    "simclr_augmenter",
+    "simclr_eval_augmentation",
+    "simclr_training_augmentation",
+]
 
 
 def simclr_augmenter(
@@ -72,3 +85,73 @@ def simclr_augmenter(
     }
     arguments.update(overrides)
     return ViewAugmenter(image_size=image_size, seed=seed, **arguments)
+
+
+def simclr_training_augmentation(
+    image: Any,
+    height: int,
+    width: int,
+    color_distort: bool = True,
+    jitter_stength: float = 1.0,
+    crop: bool = True,
+    flip: bool = True,
+    impl: str = "multiplicative",
+) -> tf.Tensor:
+    """0.17's SimCLR training transform of one `[0, 1]` RGB image.
+
+    A random resized crop to `(height, width)`, a horizontal flip and the
+    colour jitter with greyscale, each optional, as 0.17 chained them from
+    `augmentation_utils` (so with those functions' differences from 0.17:
+    per-image draws, torchvision's crop and jitter; `impl="additive"`
+    raises).
+
+    Args:
+        image: One `[h, w, 3]` image in `[0, 1]`.
+        height: Output height.
+        width: Output width.
+        color_distort: Whether to jitter the colours. Defaults to True.
+        jitter_stength: The jitter's strength (0.17's spelling). Defaults
+            to 1.0.
+        crop: Whether to crop. Defaults to True; without it the image must
+            already be `(height, width)`.
+        flip: Whether to flip left-right at random. Defaults to True.
+        impl: `"multiplicative"` (default).
+
+    Returns:
+        The `[height, width, 3]` image, clipped to `[0, 1]`.
+    """
+    if crop:
+        image = random_crop_with_resize(image, height, width)
+    if flip:
+        image = tf.image.random_flip_left_right(image)
+    if color_distort:
+        image = random_color_jitter(image, strength=jitter_stength, impl=impl)
+    image = tf.reshape(image, [height, width, 3])
+    return tf.clip_by_value(image, 0.0, 1.0)
+
+
+def simclr_eval_augmentation(
+    image: Any,
+    height: int,
+    width: int,
+    crop: bool = True,
+    crop_proportion: float = 0.875,
+) -> tf.Tensor:
+    """0.17's SimCLR evaluation transform of one `[0, 1]` RGB image: a centre crop.
+
+    Args:
+        image: One `[h, w, 3]` image in `[0, 1]`.
+        height: Output height.
+        width: Output width.
+        crop: Whether to centre-crop (`augmentation_utils.cropping.center_crop`)
+            and resize. Defaults to True; without it the image must already
+            be `(height, width)`.
+        crop_proportion: The kept proportion. Defaults to 0.875.
+
+    Returns:
+        The `[height, width, 3]` image, clipped to `[0, 1]`.
+    """
+    if crop:
+        image = center_crop(image, height, width, crop_proportion=crop_proportion)
+    image = tf.reshape(image, [height, width, 3])
+    return tf.clip_by_value(image, 0.0, 1.0)

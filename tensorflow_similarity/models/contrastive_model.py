@@ -26,9 +26,19 @@ from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
 # 0.17's names here: its head builders (`get_projector`, `get_predictor`) live in `heads`.
-__all__ = ["ContrastiveModel", "create_contrastive_model", "get_predictor", "get_projector"]
+__all__ = [
+    "BN_EPSILON",
+    "ContrastiveModel",
+    "create_contrastive_model",
+    "get_predictor",
+    "get_projector",
+]
 
 _logger = logging.getLogger(__name__)
+
+# 0.17's name: the batch-norm epsilon of its projector and predictor heads (ours keep
+# Keras' default).
+BN_EPSILON = 1.001e-5
 
 # With `concat_views=None`, what each paper's reference implementation does: SimCLR's
 # TensorFlow code feeds both views as one batch; SimSiam, Barlow Twins and VICReg call the

@@ -237,8 +237,8 @@ def test_017_helpers_match_numpy():
 
 
 def test_softnn_remove_diagonal_false_worked_number():
-    # Migration guide ("0.17's module paths, functions and keywords"): 0.17 added -log(1e-9) for each
-    # anchor alone in its class; here remove_diagonal=False is remove_diagonal=True.
+    # Migration guide ("0.17's module paths, functions and keywords"): 0.17 added -log(1e-9)
+    # for each anchor alone in its class; here remove_diagonal=False is remove_diagonal=True.
     rng = np.random.default_rng(17)
     z = rng.normal(size=(8, 4))
     z = (z / np.linalg.norm(z, axis=1, keepdims=True)).astype(np.float32)

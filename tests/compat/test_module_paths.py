@@ -62,8 +62,19 @@ KEPT_017_PATHS = {
         "visualization",
     ],
     "tensorflow_similarity.architectures": ["EfficientNetSim", "ResNet18Sim", "ResNet50Sim"],
-    "tensorflow_similarity.architectures.efficientnet": ["EfficientNetSim", "build_effnet"],
-    "tensorflow_similarity.architectures.resnet18": ["ResNet18Sim", "build_resnet"],
+    "tensorflow_similarity.architectures.efficientnet": [
+        "EFF_ARCHITECTURE",
+        "EFF_INPUT_SIZE",
+        "EfficientNetSim",
+        "build_effnet",
+    ],
+    "tensorflow_similarity.architectures.resnet18": [
+        "ResNet18Sim",
+        "block0",
+        "build_resnet",
+        "stack0",
+        "stack_fn",
+    ],
     "tensorflow_similarity.architectures.resnet50": ["ResNet50Sim", "build_resnet"],
     "tensorflow_similarity.architectures.utils": ["convert_sync_batchnorm"],
     "tensorflow_similarity.augmenters": [
@@ -101,9 +112,13 @@ KEPT_017_PATHS = {
     "tensorflow_similarity.augmenters.augmentation_utils.random_apply": ["random_apply"],
     "tensorflow_similarity.augmenters.augmentation_utils.solarize": ["random_solarize"],
     "tensorflow_similarity.augmenters.augmenter": ["Augmenter"],
-    "tensorflow_similarity.augmenters.barlow": ["BarlowAugmenter"],
+    "tensorflow_similarity.augmenters.barlow": ["BarlowAugmenter", "augment_barlow"],
     "tensorflow_similarity.augmenters.contrastive": ["ContrastiveAugmenter"],
-    "tensorflow_similarity.augmenters.simclr": ["SimCLRAugmenter"],
+    "tensorflow_similarity.augmenters.simclr": [
+        "SimCLRAugmenter",
+        "simclr_eval_augmentation",
+        "simclr_training_augmentation",
+    ],
     "tensorflow_similarity.callbacks": ["EvalCallback"],
     "tensorflow_similarity.classification_metrics": [
         "BinaryAccuracy",
@@ -204,6 +219,7 @@ KEPT_017_PATHS = {
         "create_contrastive_model",
     ],
     "tensorflow_similarity.models.contrastive_model": [
+        "BN_EPSILON",
         "ContrastiveModel",
         "create_contrastive_model",
         "get_predictor",
