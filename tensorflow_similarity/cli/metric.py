@@ -36,17 +36,9 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
-from tensorflow_similarity.cli import metric_report
+from tensorflow_similarity.cli import fitting, metric_report
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.errors import UsageError
-from tensorflow_similarity.cli.fitting import (
-    augmented_queries,
-    inference_function,
-    parallel_batches,
-    pixel_vectors,
-    scheduled_optimizer,
-    sync_bn_policy,
-)
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
 from tensorflow_similarity.cli.run import Job
 from tensorflow_similarity.datasets import ImageData
@@ -151,7 +143,7 @@ def labelled_batches(
             x = augmenter(x, step=n)[0]
         return x, tf.gather(classes, rows)
 
-    return parallel_batches(
+    return fitting.parallel_batches(
         tf.data.Dataset.from_tensor_slices((steps, indices)), batch, deterministic
     )
 
@@ -175,12 +167,12 @@ def build_models(
     They are one model, except for ArcFace, whose trainer adds a
     `CosineClassifier` head (one centre per training class) to the embedding.
     """
-    sync_bn = sync_bn_policy(args)
+    sync_bn = fitting.sync_bn_policy(args)
     size = args.image_size
     model = BUILDERS[args.backbone](
         (size, size, 3), embedding_size=args.embedding_size, sync_bn=sync_bn
     )
-    optimizer = scheduled_optimizer(args, steps_per_epoch)
+    optimizer = fitting.scheduled_optimizer(args, steps_per_epoch)
     if args.algorithm == "arcface":
         centres = CosineClassifier(train_classes, name="class_centres")
         trainer = keras.Model(model.inputs, centres(model.outputs[0]), name="arcface_trainer")
@@ -276,7 +268,10 @@ class MetricJob(Job):
 
     def evaluations(self) -> list[keras.callbacks.Callback]:
         data = self.data
-        self.embed = inference_function(self.model)
+        self.embed = fitting.inference_function(self.model)
+        augmented = None
+        if self.augmenter is not None:
+            augmented = fitting.augmented_queries(data.x_test, self.augmenter)
         self.evaluation = RetrievalEvaluation(
             self.embed,
             data.x_train,
@@ -284,7 +279,7 @@ class MetricJob(Job):
             data.x_test,
             data.y_test,
             self.seen_classes,
-            None if self.augmenter is None else augmented_queries(data.x_test, self.augmenter),
+            augmented,
         )
         return [self.evaluation]
 
@@ -295,7 +290,7 @@ class MetricJob(Job):
             before = self.evaluation.evaluate()
         # The reference any embedding should beat: the images' own pixels, searched the same way.
         self.pixels = RetrievalEvaluation(
-            pixel_vectors,
+            fitting.pixel_vectors,
             data.x_train,
             data.y_train,
             data.x_test,
@@ -324,17 +319,9 @@ class MetricJob(Job):
         self.model.save(output / "model.keras", save_index=False)
         self.index.save(index_path(output / "model.keras"))
 
-    def summary(
-        self, records: list[dict[str, Any]], before: dict[str, Any], batch_norm: str
-    ) -> dict[str, Any]:
+    def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
         return metric_report.summary(
-            self.args,
-            self.plan,
-            records,
-            before["retrieval_before"],
-            batch_norm,
-            self.index.size(),
-            self.pixels,
+            self.args, records, before["retrieval_before"], self.index.size(), self.pixels
         )
 
     def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:

@@ -52,27 +52,25 @@ def first_line(
 
 def summary(
     args: argparse.Namespace,
-    plan: DevicePlan,
     records: list[dict[str, Any]],
     before: dict[str, float],
-    batch_norm: str,
     index_size: int,
-    pixels: dict[str, float] | None = None,
+    pixels: dict[str, float],
 ) -> dict[str, Any]:
-    """Returns the run's summary (summary.json, and the rows of `table`).
+    """Returns the job's part of the run's summary (summary.json, and the rows of `table`).
 
     `pixels` are the figures of the raw pixels (flattened images searched by
-    cosine), the reference printed beside the network's.
+    cosine), the reference printed beside the network's. `run.run` adds
+    `report.run_figures`.
     """
     after = {key: records[-1][key] for key in before if key in records[-1]}
     return {
         "algorithm": args.algorithm,
         "before": dict(before),
         "after": after,
-        "pixels": dict(pixels or {}),
+        "pixels": dict(pixels),
         "train_classes": args.train_classes,
         "index_size": index_size,
-        **report.run_figures(args, plan, records, batch_norm),
     }
 
 

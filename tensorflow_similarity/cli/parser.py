@@ -340,6 +340,45 @@ def _add_run_arguments(
     )
 
 
+# The training commands: the jobs each runs, its line in `tfsim --help`, and its description.
+TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "pretrain": (
+        ("ssl",),
+        "self-supervised pretraining (simsiam, simclr, barlow, vicreg) and the kNN accuracy of "
+        "its embeddings",
+        "Pretrain an embedding model without labels, with synchronised batch norm under "
+        "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor of "
+        "its algorithm's paper, and the kNN accuracy of held-out images (clean and augmented) "
+        "before training and after each epoch. With no options: SimCLR with Adam, ResNet-18, "
+        "sync batch norm over 2 replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores.",
+    ),
+    "train-metric": (
+        ("supervised",),
+        "supervised metric learning (multisimilarity, triplet, circle, pn, softnn, supcon, "
+        "arcface), an index of every class, and recall@1 and mAP@R",
+        "Train a SimilarityModel with a metric loss on the first --train-classes classes, with "
+        "synchronised batch norm under tf.distribute and class-balanced batches; index the "
+        "training images of every class and report recall@1 and mAP@R of held-out images "
+        "before training and after each epoch, seen and unseen classes apart. `tfsim lookup` "
+        "searches the finished run's index. With no options: MultiSimilarity with Adam, "
+        "ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16 (62 seen classes, 16 "
+        "classes x 4 images a batch), 12 epochs.",
+    ),
+    "train": (
+        BOTH_JOBS,
+        "either job, chosen by --algorithm: the compatible spelling of pretrain and train-metric",
+        "Train an embedding model with synchronised batch norm under tf.distribute: "
+        "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
+        "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
+        "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
+        "every class, seen and unseen classes apart). The job is the one --algorithm names, "
+        "as `tfsim pretrain` or `tfsim train-metric` would run it; an option of the other job "
+        "is an error. With no options: SimCLR with Adam, ResNet-18, sync batch norm over 2 "
+        "replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores.",
+    ),
+}
+
+
 def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     """Returns the `tfsim` argument parser.
 
@@ -369,54 +408,14 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    pretrain = commands.add_parser(
-        "pretrain",
-        help="self-supervised pretraining (simsiam, simclr, barlow, vicreg) and the kNN "
-        "accuracy of its embeddings",
-        description=(
-            "Pretrain an embedding model without labels, with synchronised batch norm under "
-            "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor "
-            "of its algorithm's paper, and the kNN accuracy of held-out images (clean and "
-            "augmented) before training and after each epoch. With no options: SimCLR with "
-            "Adam, ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 5 epochs: "
-            "minutes on two CPU cores."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    _add_run_arguments(pretrain, default, ("ssl",))
-    metric = commands.add_parser(
-        "train-metric",
-        help="supervised metric learning (multisimilarity, triplet, circle, pn, softnn, "
-        "supcon, arcface), an index of every class, and recall@1 and mAP@R",
-        description=(
-            "Train a SimilarityModel with a metric loss on the first --train-classes classes, "
-            "with synchronised batch norm under tf.distribute and class-balanced batches; "
-            "index the training images of every class and report recall@1 and mAP@R of "
-            "held-out images before training and after each epoch, seen and unseen classes "
-            "apart. `tfsim lookup` searches the finished run's index. With no options: "
-            "MultiSimilarity with Adam, ResNet-18, sync batch norm over 2 replicas, glyphs at "
-            "16x16 (62 seen classes, 16 classes x 4 images a batch), 12 epochs."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    _add_run_arguments(metric, default, ("supervised",))
-    train = commands.add_parser(
-        "train",
-        help="either job, chosen by --algorithm: the compatible spelling of pretrain and "
-        "train-metric",
-        description=(
-            "Train an embedding model with synchronised batch norm under tf.distribute: "
-            "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
-            "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
-            "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
-            "every class, seen and unseen classes apart). The job is the one --algorithm "
-            "names, as `tfsim pretrain` or `tfsim train-metric` would run it; an option of "
-            "the other job is an error. With no options: SimCLR with Adam, ResNet-18, sync "
-            "batch norm over 2 replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    _add_run_arguments(train, default, BOTH_JOBS)
+    for name, (jobs, summary, description) in TRAINING_COMMANDS.items():
+        command = commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        _add_run_arguments(command, default, jobs)
     add_lookup_command(commands)
     return parser
 

@@ -215,18 +215,8 @@ class PretrainJob(Job):
     def save(self, output: Path) -> None:
         self.model.save(output / "model.keras")
 
-    def summary(
-        self, records: list[dict[str, Any]], before: dict[str, Any], batch_norm: str
-    ) -> dict[str, Any]:
-        return pretrain_report.summary(
-            self.args,
-            self.plan,
-            records,
-            before["knn_accuracy_before"],
-            batch_norm,
-            knn_augmented_before=before["knn_accuracy_augmented_before"],
-            knn_pixels=self.knn_pixels,
-        )
+    def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
+        return pretrain_report.summary(records, before, self.knn_pixels)
 
     def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:
         pretrain_report.plot(

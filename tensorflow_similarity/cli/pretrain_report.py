@@ -5,7 +5,6 @@ history.json, TensorBoard's scalars and loss.png are every run's (`report`).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -13,38 +12,29 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tensorflow_similarity.cli import report
-from tensorflow_similarity.cli.devices import DevicePlan
 
 
 def summary(
-    args: argparse.Namespace,
-    plan: DevicePlan,
-    records: list[dict[str, Any]],
-    knn_before: float,
-    batch_norm: str,
-    knn_augmented_before: float | None = None,
-    knn_pixels: float | None = None,
+    records: list[dict[str, Any]], before: dict[str, float], knn_pixels: float
 ) -> dict[str, Any]:
-    """Returns the run's summary (summary.json, and the rows of `table`).
+    """Returns the job's part of the run's summary (summary.json, and the rows of `table`).
 
-    `knn_accuracy_augmented_before`/`_after` (when `knn_augmented_before` is
-    given) are the kNN accuracies of the augmented test queries
-    (`fitting.augmented_queries`) against the clean training images;
-    `knn_accuracy_pixels` (when `knn_pixels` is given) that of the raw pixels.
+    `knn_accuracy_augmented_before`/`_after` are the kNN accuracies of the
+    augmented test queries (`fitting.augmented_queries`) against the clean
+    training images; `knn_accuracy_pixels` that of the raw pixels. `run.run`
+    adds `report.run_figures`.
+
+    Args:
+        records: The epochs' records.
+        before: The figures before training, as history.json holds them.
+        knn_pixels: The raw pixels' kNN accuracy.
     """
-    augmented = {}
-    if knn_augmented_before is not None:
-        augmented = {
-            "knn_accuracy_augmented_before": knn_augmented_before,
-            "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
-        }
-    pixels = {} if knn_pixels is None else {"knn_accuracy_pixels": knn_pixels}
     return {
-        "knn_accuracy_before": knn_before,
+        "knn_accuracy_before": before["knn_accuracy_before"],
         "knn_accuracy_after": records[-1].get("knn_accuracy"),
-        **pixels,
-        **augmented,
-        **report.run_figures(args, plan, records, batch_norm),
+        "knn_accuracy_pixels": knn_pixels,
+        "knn_accuracy_augmented_before": before["knn_accuracy_augmented_before"],
+        "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
     }
 
 

@@ -109,10 +109,11 @@ class Job(abc.ABC):
         """Saves the trained model (and what goes with it) to `output` (chief only)."""
 
     @abc.abstractmethod
-    def summary(
-        self, records: list[dict[str, Any]], before: dict[str, Any], batch_norm: str
-    ) -> dict[str, Any]:
-        """The run's summary: summary.json, and the rows of `table`."""
+    def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
+        """The job's figures in the run's summary (summary.json, and the rows of `table`).
+
+        `run` adds the speed, epochs, devices and batch norm (`report.run_figures`).
+        """
 
     @abc.abstractmethod
     def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:
@@ -220,7 +221,10 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
             raise UsageError("training ran no epoch; nothing to report.")
         if chief:
             job.save(output)
-            summary = job.summary(recorder.records, before, batch_norm)
+            summary = {
+                **job.summary(recorder.records, before),
+                **report.run_figures(args, plan, recorder.records, batch_norm),
+            }
             report.write_json(output / "summary.json", summary)
             job.plot(output, recorder.records, before)
             run_folder.finish(output)

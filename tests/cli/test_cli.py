@@ -114,8 +114,16 @@ def test_console_script_is_declared():
     assert scripts.get("tfsim") == "tfsim:main"
 
 
-def test_help_documents_every_option_with_its_default(tmp_path):
-    result = tfsim("train", "--help", cwd=tmp_path)
+@pytest.mark.parametrize(
+    "command, algorithm_default",
+    [
+        ("train", "simclr on glyphs, else simsiam"),
+        ("pretrain", "simclr on glyphs, else simsiam"),
+        ("train-metric", "Default: multisimilarity"),
+    ],
+)
+def test_help_documents_every_option_with_its_default(tmp_path, command, algorithm_default):
+    result = tfsim(command, "--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     for option in [
@@ -141,7 +149,7 @@ def test_help_documents_every_option_with_its_default(tmp_path):
         "--no-deterministic",
     ]:
         assert option in text
-    for default in ["simclr on glyphs, else simsiam", "(default: resnet18)", "(default: glyphs)"]:
+    for default in [algorithm_default, "(default: resnet18)", "(default: glyphs)"]:
         assert default in text
     assert "--interrupt-after-epoch" not in text
 
@@ -394,7 +402,9 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
     reference, _ = uninterrupted_run
     output = tmp_path / "out"
     # A job scheduler preempting the run: SIGTERM once epoch 1 is backed up.
-    command, env = tfsim_command("train", *QUICK, "--output", str(output))
+    # Started as `tfsim pretrain`, resumed below as `tfsim train` and `tfsim pretrain`: the
+    # reference is `tfsim train`'s, so both spellings run the same job.
+    command, env = tfsim_command("pretrain", *QUICK, "--output", str(output))
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -449,7 +459,7 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
 
     # With every epoch done, resuming trains nothing: the saved model must hold exactly the
     # backed-up weights, moving batch-norm statistics included.
-    third = tfsim("train", "--output", str(output), "--resume", cwd=tmp_path)
+    third = tfsim("pretrain", "--output", str(output), "--resume", cwd=tmp_path)
     assert third.returncode == 0, third.stdout + third.stderr
     resumed = history(output)
     assert [r["epoch"] for r in resumed["epochs"]] == [

@@ -1,6 +1,6 @@
-"""The supervised `tfsim train` job end to end in subprocesses: resume, and the default run.
+"""The metric-learning job end to end in subprocesses: resume, and the default run.
 
-Apart from `tests/test_cli_supervised.py` so that pytest-xdist (`--dist loadfile`) can run
+Apart from `tests/cli/test_cli_supervised.py` so that pytest-xdist (`--dist loadfile`) can run
 these long tests beside that file's.
 """
 
@@ -26,6 +26,8 @@ from tests.cli.test_cli_supervised import QUICK
 
 @pytest.mark.slow
 def test_interrupt_then_resume_ends_with_the_uninterrupted_weights(tmp_path):
+    # The reference is `tfsim train --algorithm`, the interrupted run `tfsim train-metric`:
+    # both spellings run the same job.
     reference = tmp_path / "reference"
     first = tfsim(
         "train", "--algorithm", "multisimilarity", *QUICK, "--output", str(reference), cwd=tmp_path
@@ -39,7 +41,7 @@ def test_interrupt_then_resume_ends_with_the_uninterrupted_weights(tmp_path):
             "-c",
             INTERRUPTING_DRIVER,
             "1",
-            "train",
+            "train-metric",
             "--algorithm",
             "multisimilarity",
             *QUICK,
@@ -55,7 +57,8 @@ def test_interrupt_then_resume_ends_with_the_uninterrupted_weights(tmp_path):
     assert interrupted.returncode == 130, interrupted.stdout + interrupted.stderr
     assert "interrupted after 1 completed epoch" in interrupted.stderr
     assert not (output / "model.keras").exists()
-    resumed = tfsim("train", "--output", str(output), "--resume", cwd=tmp_path)
+    # The run started as `train-metric` resumes under either spelling.
+    resumed = tfsim("train-metric", "--output", str(output), "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Epoch 2/2" in resumed.stdout and "Epoch 1/2" not in resumed.stdout
     assert [r["loss"] for r in history(output)["epochs"]] == [
