@@ -1,33 +1,38 @@
 """The `tfsim` command: self-supervised pretraining and supervised metric learning.
 
-`tfsim train` (or `python -m tfsim train`) runs one of two jobs under a
-`tf.distribute` strategy, with batch norm synchronised over the
-replicas (`--sync-bn`, `--sync-group-size`). Neither needs a network: by
-default they train a ResNet-18 on scikit-learn's handwritten digits over 2
-replicas (logical CPU devices when there is no GPU, all visible GPUs when
-there are). Run `tfsim train --help` for every option.
+Two commands train, each one job, under a `tf.distribute` strategy with
+batch norm synchronised over the replicas (`--sync-bn`, `--sync-group-size`):
+`tfsim pretrain` (self-supervised) and `tfsim train-metric` (metric
+learning), each with its own job's options only. `tfsim train --algorithm
+NAME`, the compatible spelling, runs the job the algorithm names and takes
+both jobs' options (the other job's are refused). `python -m tfsim ...` is
+the same command. Neither job needs a network: by default they train a
+ResNet-18 on the embedded glyphs over 2 replicas (logical CPU devices when
+there is no GPU, all visible GPUs when there are). Run `tfsim COMMAND --help`
+for every option.
 
-* Self-supervised (`--algorithm simsiam`, the default, or `simclr`,
-  `barlow`, `vicreg`): trains a `ContrastiveModel` on unlabelled views and
-  reports the kNN accuracy of its embeddings (k=20, weighted votes, against
-  the clean training images) before training and after each epoch: of the
-  clean test images (`knn_accuracy`), and of augmented test images
-  (`knn_accuracy_augmented`, each the first view the run's own augmenter
-  draws with `step=-1`, which no training batch uses). The second measures
-  invariance to the run's augmentations; random ResNet features already
-  score high on clean digits.
-* Supervised (`--algorithm multisimilarity`, `triplet`, `circle`, `pn`,
-  `softnn`, `supcon`, `arcface`): trains a `SimilarityModel` with that metric
-  loss on the first `--train-classes` classes (6 of the digits' 10) with
-  class-balanced batches, indexes the training images of every class, and
-  reports recall@1 and mAP@R of the held-out images before and after
-  training, for the classes trained on and the unseen ones apart.
+* `pretrain` (`--algorithm simclr`, the default on glyphs, `simsiam`, the
+  default elsewhere, `barlow` or `vicreg`): trains a `ContrastiveModel` on
+  unlabelled views and reports the kNN accuracy of its embeddings (k=20,
+  weighted votes, against the clean training images) before training and
+  after each epoch: of the clean test images (`knn_accuracy`), and of
+  augmented test images (`knn_accuracy_augmented`, each the first view the
+  run's own augmenter draws with `step=-1`, which no training batch uses).
+  The second measures invariance to the run's augmentations; random ResNet
+  features already score high on clean digits.
+* `train-metric` (`--algorithm multisimilarity`, the default, `triplet`,
+  `circle`, `pn`, `softnn`, `supcon`, `arcface`): trains a `SimilarityModel`
+  with that metric loss on the first `--train-classes` classes (glyphs' 62
+  Latin classes, or 6 of the digits' 10) with class-balanced batches,
+  indexes the training images of every class, and reports recall@1 and mAP@R
+  of the held-out images before and after training, for the classes trained
+  on and the unseen ones apart.
 
 `tfsim lookup --output DIR [--k 5] [--json] IMAGE_OR_FOLDER...` embeds images
 with a supervised run's model and prints their nearest indexed images
 (rank, class, distance), or JSON.
 
-What `train` writes to `--output` (default `tfsim-output`):
+What a training command writes to `--output` (default `tfsim-output`):
 
 * `model.keras`: the trained model (`keras.saving.load_model`); for a
   supervised run, its index beside it in `model.index/`
@@ -60,14 +65,15 @@ status 2 before any model is built; Ctrl-C or SIGTERM ends with exit status
 with exit status 3 and no model.keras. TensorFlow's C++ log is hidden unless
 `TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
 
-Modules: `parser` (options and their checks; the supervised job's and
-lookup's in `metric_options`, the errors and their exit statuses in
-`errors`), `devices` (replicas and strategy), `pretrain` (the
-self-supervised run: model, views, backup, `fit`), `report` (its history,
-TensorBoard, summary table, plots), `metric` (the supervised run),
-`retrieval` (its figures), `metric_report` (its summary table and
-plots), `lookup`, `run_folder` (one run per `--output`; the interruption
-and divergence messages), `command` (`main`).
+Modules: `command` (`main`), `parser` (the commands, their options and
+checks; the metric job's own in `metric_options`, lookup's in `lookup`),
+`errors` (the errors and exit statuses), `devices` (replicas and strategy),
+`run` (the run skeleton both jobs share, and the `Job` each fills in),
+`fitting` (backup, the fit call, inference), `report` (history.json,
+TensorBoard, run.json, what both summaries share), `run_folder` (one run
+per `--output`; the interruption and divergence messages); the
+self-supervised job in `pretrain` and `pretrain_report`; the metric job in
+`metric`, `retrieval` and `metric_report`; `lookup`.
 """
 
 from tensorflow_similarity.cli.command import main
