@@ -52,7 +52,8 @@ class XBM(MetricLoss):
     Args:
         loss: The wrapped `MetricLoss`, one that mines pairs
             (`per_anchor_loss`: `TripletLoss`, `PNLoss`, `CircleLoss`,
-            `MultiSimilarityLoss`, `SoftNearestNeighborLoss`, `SupConLoss`),
+            `MultiSimilarityLoss`, `SoftNearestNeighborLoss`, `SupConLoss`, or a
+            `MetricLoss(fn)` of a 0.17 loss function),
             or its serialised config. Its `reduction` is not used.
         memory_size: Number of (label, embedding) pairs kept, a positive
             integer.
@@ -98,13 +99,14 @@ class XBM(MetricLoss):
         owner = type(self).__name__
         if isinstance(loss, dict):
             loss = keras.saving.deserialize_keras_object(loss)
+        # A MetricLoss(fn) (0.17's custom loss) mines through its function.
         if not isinstance(loss, MetricLoss) or (
-            type(loss).per_anchor_loss is MetricLoss.per_anchor_loss
+            type(loss).per_anchor_loss is MetricLoss.per_anchor_loss and loss.fn is None
         ):
             raise ValueError(
                 f"{owner} wraps a MetricLoss that mines pairs of anchors and keys "
                 f"(one implementing per_anchor_loss, such as TripletLoss or "
-                f"MultiSimilarityLoss). Received loss={loss!r}."
+                f"MultiSimilarityLoss, or a MetricLoss(fn)). Received loss={loss!r}."
             )
         self.loss = loss
         self.memory_size = check_int("memory_size", memory_size, minimum=1, owner=owner)

@@ -18,6 +18,7 @@ import tensorflow as tf
 from tensorflow_similarity.algebra import build_masks, masked_max, masked_min
 from tensorflow_similarity.distances import EuclideanDistance
 from tensorflow_similarity.losses import (
+    XBM,
     CircleLoss,
     MetricLoss,
     MultiNegativesRankLoss,
@@ -256,3 +257,19 @@ def test_softnn_remove_diagonal_false_worked_number():
 
     assert np.mean(terms_017) == pytest.approx(6.9085, abs=1e-4)
     assert ours == pytest.approx(1.7277, abs=1e-4)
+
+
+def test_xbm_wraps_a_0_17_loss_function():
+    # 0.17: XBM(MetricLoss(fn), memory_size); its memory keys reach fn as keys.
+    first, second = embeddings(seed=4), embeddings(seed=5)
+    wrapped = XBM(MetricLoss(triplet_loss, distance="cosine"), memory_size=20, warmup_steps=0)
+    built_in = XBM(TripletLoss("cosine"), memory_size=20, warmup_steps=0)
+
+    values = [(wrapped(LABELS, x).numpy(), built_in(LABELS, x).numpy()) for x in (first, second)]
+
+    # The second batch also mines the first one's keys, in both.
+    for got, expected in values:
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert int(wrapped.memory_count.numpy()) == int(built_in.memory_count.numpy()) == 20
+    with pytest.raises(ValueError, match="MetricLoss\\(fn\\)"):
+        XBM(MetricLoss(distance="cosine"), memory_size=4)
