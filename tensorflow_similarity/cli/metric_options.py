@@ -9,7 +9,7 @@ from typing import Any
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.datasets.glyphs import NUM_SEEN_CLASSES as GLYPHS_SEEN_CLASSES
 
-# Supervised metric learning (`cli.supervised`): the metric loss of each name.
+# Supervised metric learning (`cli.metric`): the metric loss of each name.
 SUPERVISED_ALGORITHMS = (
     "multisimilarity",
     "triplet",
@@ -19,7 +19,7 @@ SUPERVISED_ALGORITHMS = (
     "supcon",
     "arcface",
 )
-# The supervised job's own defaults (see cli/supervised.py for how they were chosen).
+# The supervised job's own defaults (`cli.parser.DATA_DEFAULTS` has those that depend on the data).
 SUPERVISED_DEFAULTS = {"epochs": 12, "batch_size": 48}
 # Losses whose gradients are scaled by a large constant (CircleLoss' gamma 80, ArcFace's scale
 # 64) take a smaller default learning rate than the others' 0.05: at 0.05 both end the default
