@@ -66,9 +66,9 @@ NUM_SEEN_CLASSES = len(SCRIPTS["latin"])
 # Side of the images drawn once and cached; `load_glyphs` resizes them.
 MASTER_SIZE = 64
 # Two characters are one class when, in at least half of the fonts that draw both, their
-# images (at 32x32) differ in less than this fraction of their ink. Look-alikes that share an
-# outline (Latin A, Greek Alpha, Cyrillic A) differ by at most 0.011 in the median font;
-# the nearest distinct pair (Latin p, Greek rho) by 0.071.
+# images (at 32x32) differ in less than this fraction of their ink: in the median font,
+# look-alikes that share an outline (Latin A, Greek Alpha, Cyrillic A) differ by well under
+# it, and the nearest distinct pair (Latin p, Greek rho) by well over it.
 LOOK_ALIKE_INK_DIFFERENCE = 0.04
 # Pillow's area-averaging resampling filter (Image.Resampling.BOX).
 _BOX = 4

@@ -59,8 +59,8 @@ class FaissSearch(Search):
       (`IndexHNSWFlat`); `hnsw_m` links per node, `ef_construction` and
       `ef_search` trade build and query time for recall. No training. The
       defaults are chosen for recall@10 >= 0.95 on the hardest data, 10^5
-      isotropic Gaussian 128-d embeddings (0.99 there, 1.00 on clustered
-      ones; `benchmark/index.py`). Trained embeddings are clustered by
+      isotropic Gaussian 128-d embeddings (measured in
+      `benchmark/results/REPORT.md`). Trained embeddings are clustered by
       class and keep that recall at a much smaller `ef_search`, which is
       faster: lower it after measuring recall on your own embeddings. On
       unstructured data at this recall, hnsw is no faster than brute force
