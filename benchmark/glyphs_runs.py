@@ -66,12 +66,17 @@ def run_once(job: str, seed: int, options: list[str], folder: Path) -> dict[str,
     return {"seed": seed, "seconds": seconds, **figures}
 
 
+def _seconds(run: dict[str, Any]) -> str:
+    return "-" if run["seconds"] is None else f"{run['seconds']:.0f}"
+
+
 def render_markdown(payload: dict[str, Any]) -> str:
-    """The markdown report of a results payload."""
+    """The markdown report of a results payload (`note`: how the runs were made, if said)."""
     parts = [
         "# Both jobs' default runs on glyphs",
         f"`tfsim train` on {payload['machine']}, seeds {payload['seeds']}"
-        f"{' (--quick)' if payload['quick'] else ''}; wall time from start to the table.",
+        f"{' (--quick)' if payload['quick'] else ''}; wall time from start to the table."
+        + (f" {payload['note']}" if payload.get("note") else ""),
     ]
     supervised = payload["runs"].get("supervised")
     if supervised:
@@ -83,7 +88,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 f"{run['unseen_after']:.3f}",
                 f"{run['unseen_after'] - run['unseen_pixels']:+.3f}",
                 f"{run['seen_pixels']:.3f} / {run['seen_before']:.3f} / {run['seen_after']:.3f}",
-                f"{run['seconds']:.0f}",
+                _seconds(run),
             ]
             for run in supervised
         ]
@@ -111,7 +116,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 f"{run['knn_before']:.3f}",
                 f"{run['knn_after']:.3f}",
                 f"{run['knn_after'] - run['knn_before']:+.3f}",
-                f"{run['seconds']:.0f}",
+                _seconds(run),
             ]
             for run in ssl
         ]

@@ -53,8 +53,8 @@ DATA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
             "classes_per_batch": 16,
             "optimizer": "adam",
         },
-        # Of the settings tried, SimCLR with Adam loses least kNN accuracy in a short run on
-        # glyphs; SimSiam (SGD or Adam) collapses there. No short run gains yet (REPORT.md).
+        # Of the settings tried, SimCLR with Adam does best in a short run on glyphs; SimSiam
+        # (SGD or Adam) collapses there. A 5-epoch run does not gain on every seed (REPORT.md).
         "ssl": {"optimizer": "adam", "epochs": 5},
     },
 }
