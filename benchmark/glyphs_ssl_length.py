@@ -57,6 +57,7 @@ def run_once(epochs: int, seed: int, options: list[str], folder: Path) -> dict[s
         "knn_before": summary["knn_accuracy_before"],
         "knn_after": summary["knn_accuracy_after"],
         "knn_by_epoch": [record["knn_accuracy"] for record in history["epochs"]],
+        "seconds_by_epoch": [record["seconds"] for record in history["epochs"]],
         "training_seconds": sum(record["seconds"] for record in history["epochs"]),
         "wall_seconds": seconds,
     }
@@ -100,6 +101,31 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 f"{mean(run['wall_seconds'] for run in group) / 60:.1f}",
             ]
         )
+    curve_rows = []
+    marks = (1, 5, 15, 30, 45, 90)
+    for run in sorted(runs, key=lambda r: (r["epochs"], r["seed"])):
+        if run["epochs"] < 5 or "seconds_by_epoch" not in run:
+            continue
+        cells = []
+        for mark in [m for m in marks if m <= run["epochs"]]:
+            minutes = sum(run["seconds_by_epoch"][:mark]) / 60
+            knn = run["knn_by_epoch"][mark - 1]
+            cells.append(f"{mark}: {knn:.3f} ({knn - run['knn_before']:+.3f}, {minutes:.0f} min)")
+        curve_rows.append(
+            [run["epochs"], run["seed"], f"{run['knn_before']:.3f}", "; ".join(cells)]
+        )
+    curve = []
+    if curve_rows:
+        curve = [
+            "Within a run: kNN accuracy after epoch N of the run (batch norm statistics "
+            "recomputed at each epoch's end, as the job does), its difference from the "
+            "untrained network, and the training minutes up to that epoch. The learning rate's "
+            "cosine schedule spans the whole run, so epoch 15 of a 45-epoch run is not a "
+            "15-epoch run.",
+            markdown_table(
+                ["epochs", "seed", "untrained", "epoch: trained (gain, minutes)"], curve_rows
+            ),
+        ]
     return "\n\n".join(
         [
             "# Self-supervised default on glyphs: kNN accuracy by length of run",
@@ -137,6 +163,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 ],
                 rows,
             ),
+            *curve,
         ]
     )
 
