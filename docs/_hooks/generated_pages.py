@@ -63,8 +63,9 @@ def cli_reference() -> str:
         "# Command-line reference",
         "",
         "Generated from the argument parser (`tensorflow_similarity.cli.parser.build_parser`) "
-        "when the site is built: each section is what `--help` prints. `tfsim` and "
-        "`python -m tensorflow_similarity` are the same command.",
+        "when the site is built: each section is what `--help` prints. `tfsim`, "
+        "`python -m tfsim` and `python -m tensorflow_similarity` run the same command "
+        "(the first two quiet TensorFlow's start-up log).",
         "",
         f"## `{parser.prog}`",
         "",

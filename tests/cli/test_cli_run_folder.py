@@ -3,7 +3,7 @@
 The folder rules are checked on folders laid out as a run leaves them; the
 runs that diverge or warn are quick self-supervised `main([...])` runs on one
 device in this process (conftest's 8 logical CPUs already exist), as in
-`tests/test_cli_supervised.py`.
+`tests/cli/test_cli_supervised.py`.
 """
 
 from __future__ import annotations
