@@ -26,10 +26,10 @@ synchronisation overhead, not a speed-up. Results go to
 `<out>/architectures.md` and `<out>/architectures.json`: `benchmark/results` for
 a full run, a new temporary folder (printed) for a `--quick` one.
 
-Usage:
+Usage (from the repository root):
 
-    python benchmark/architectures.py            # full run, a few minutes on 2 cores
-    python benchmark/architectures.py --quick    # smoke run at 64x64, ResNet-18 and B0 only
+    python -m benchmark.architectures            # full run, a few minutes on 2 cores
+    python -m benchmark.architectures --quick    # smoke run at 64x64, ResNet-18 and B0 only
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from benchmark_common import output_folder  # noqa: E402
 
+from benchmark.common import output_folder  # noqa: E402
 from tensorflow_similarity import architectures as arch  # noqa: E402
 from tensorflow_similarity.distribute import convert_sync_batchnorm  # noqa: E402
 from tensorflow_similarity.distribute.layer_walk import all_layers  # noqa: E402

@@ -10,11 +10,11 @@ repeats of each mode ended with the same losses.
 
 Measured on CPUs only: the machines this project is developed on have no GPU.
 On GPUs op determinism also selects deterministic cuDNN and scatter kernels,
-which can cost more; run this script there before choosing
+which can cost more; run this benchmark there before choosing
 `--no-deterministic`.
 
-    python benchmark/determinism.py           # the default job; about 10 minutes on 2 cores
-    python benchmark/determinism.py --quick   # 240 images, 2 epochs, 1 repeat (smoke run)
+    python -m benchmark.determinism           # the default job; about 10 minutes on 2 cores
+    python -m benchmark.determinism --quick   # 240 images, 2 epochs, 1 repeat (smoke run)
 
 A full run writes `benchmark/results/determinism.json` and `.md`; a quick run
 writes to a new temporary folder (printed) unless `--out` is given.
@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark_common import markdown_table, output_folder
+from benchmark.common import markdown_table, output_folder
 
 QUICK_OPTIONS = [
     "--data",

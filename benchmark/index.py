@@ -24,10 +24,10 @@ warm-up call, each pair timed in alternation (which goes first swaps every
 repeat) so that load from other processes hits both alike. Results go to
 `<out>/index.json` and `<out>/index.md`.
 
-Usage:
+Usage (from the repository root):
 
-    python benchmark/index.py            # full run, about 25 minutes on 2 busy cores
-    python benchmark/index.py --quick    # smoke run (1,000 embeddings), into a temporary folder
+    python -m benchmark.index            # full run, about 25 minutes on 2 busy cores
+    python -m benchmark.index --quick    # smoke run (1,000 embeddings), into a temporary folder
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from benchmark_common import markdown_table  # noqa: E402
 
+from benchmark.common import markdown_table  # noqa: E402
 from tensorflow_similarity.search import FaissSearch, LinearSearch  # noqa: E402
 
 TARGET_RATIO = 1.2

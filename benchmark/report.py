@@ -2,28 +2,30 @@
 
 Reads whichever of these exist in `--results` (default `benchmark/results`):
 
-* `ssl_quality.json` (`benchmark/ssl_quality.py`): kNN accuracy with
+* `ssl_quality.json` (`benchmark.self_supervised.quality`): kNN accuracy with
   per-replica batch norm, synchronised batch norm and one device;
-* `ssl_small_batch.json` (`benchmark/ssl_small_batch.py`): the same at 2 and
-  4 images per replica, with a plot of the paired differences;
-* `metric_small_batch.json` (`benchmark/metric_small_batch.py`): a metric loss
+* `ssl_small_batch.json` (`benchmark.self_supervised.small_batch`): the same at
+  2 and 4 images per replica, with a plot of the paired differences;
+* `metric_small_batch.json` (`benchmark.metric.small_batch`): a metric loss
   at 2 and 4 images per replica, per-replica vs global mining and batch norm,
   with a plot of the paired differences (`metric_small_batch.png`);
-* `sync_bn.json` and `sync_bn_gpu.json` (`benchmark/sync_bn.py`): collectives,
-  step-time overhead, robustness, and whatever further sections that script
+* `sync_bn.json` and `sync_bn_gpu.json` (`benchmark.sync_bn`): collectives,
+  step-time overhead, robustness, and whatever further sections that benchmark
   wrote (its own `render_markdown` renders the tables);
-* `architectures.json` (`benchmark/architectures.py`): builder timings.
+* the results in `SCRIPT_SECTIONS` below (the glyphs runs, architecture
+  builders, search backends, metric losses), each rendered by its benchmark's
+  `render_markdown`.
 
 and writes `REPORT.md` and PNG plots (`ssl_quality.png`, `sync_bn_overhead.png`,
 `sync_bn_bytes.png`, and their `_gpu` twins) next to them. Every number in the report, the
 conclusions included, is computed here from those files; none is typed by
 hand. The machine, date and command of each result come from the JSON.
 
-Usage:
+Usage (from the repository root):
 
-    python benchmark/ssl_quality.py && python benchmark/sync_bn.py && \\
-        python benchmark/architectures.py && python benchmark/report.py
-    python benchmark/report.py --results /tmp/out     # report on results elsewhere,
+    python -m benchmark.self_supervised.quality && python -m benchmark.sync_bn && \\
+        python -m benchmark.architectures && python -m benchmark.report
+    python -m benchmark.report --results /tmp/out     # report on results elsewhere,
                                                       # e.g. the folder a --quick run printed
 """
 
@@ -42,15 +44,23 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import metric_small_batch_tables  # noqa: E402
-import ssl_quality_tables  # noqa: E402
-from benchmark_common import BENCHMARK_DIR, markdown_table, render_tables  # noqa: E402
-from report_sync_bn import (  # noqa: E402
+
+from benchmark.common import (  # noqa: E402
+    REPO_ROOT,
+    REPORT_COMMAND,
+    RESULTS_DIR,
+    command_line,
+    markdown_table,
+    render_tables,
+)
+from benchmark.metric import small_batch_tables  # noqa: E402
+from benchmark.self_supervised import quality_tables  # noqa: E402
+from benchmark.self_supervised.quality_tables import ALGORITHM_LABELS, SETTINGS  # noqa: E402
+from benchmark.sync_bn.report import (  # noqa: E402
     plot_batch_norm_bytes,
     plot_overhead,
     sync_bn_section,
 )
-from ssl_quality_tables import ALGORITHM_LABELS, SETTINGS  # noqa: E402
 
 SETTING_STYLE = {
     "per_replica": ("(a) per-replica BN, 4 replicas", "tab:red", "o"),
@@ -66,7 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--results",
         type=Path,
-        default=BENCHMARK_DIR / "results",
+        default=RESULTS_DIR,
         help="Folder holding the JSON results (default: benchmark/results).",
     )
     parser.add_argument(
@@ -429,16 +439,21 @@ def plot_paired_differences(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
-# Before commit c910ea3 (on main from this time on), ssl_quality.py's Trainer zeroed every
-# optimizer variable before each run, Adam's learning rate included: no run trained.
+# Before commit c910ea3 (on main from this time on), the self-supervised quality benchmark's
+# Trainer zeroed every optimizer variable before each run, Adam's learning rate included: no
+# run trained.
 TRAINER_FIXED_UTC = "2026-12-01T12:39:06+00:00"
 INVALID_SSL_RESULTS = (
     "**These results are invalid.** They were measured before a fix to "
-    "`benchmark/ssl_quality.py` (commit c910ea3): its trainer reset every optimizer variable "
-    "to zero before each run, Adam's learning rate included, so no run trained; only the "
-    "batch-norm moving statistics changed. Rerun `python benchmark/{script}.py`, then "
-    "`python benchmark/report.py`.\n\n"
+    "the self-supervised quality benchmark (commit c910ea3): its trainer reset every optimizer "
+    "variable to zero before each run, Adam's learning rate included, so no run trained; only "
+    "the batch-norm moving statistics changed. Rerun `{command}`, then `{report}`.\n\n"
 )
+# The benchmark that writes each self-supervised results file.
+SSL_MODULES = {
+    "ssl_quality.json": "benchmark.self_supervised.quality",
+    "ssl_small_batch.json": "benchmark.self_supervised.small_batch",
+}
 
 
 def ssl_section(
@@ -451,10 +466,11 @@ def ssl_section(
 ) -> str:
     meta = report["meta"]
     figure_source = (
-        f"Figure: `{meta['command']}`, then `python benchmark/report.py` (from `{results_name}`).\n"
+        f"Figure: `{meta['command']}`, then `{REPORT_COMMAND}` (from `{results_name}`).\n"
     )
     if meta["date_utc"] < TRAINER_FIXED_UTC:
-        intro = INVALID_SSL_RESULTS.format(script=results_name.removesuffix(".json")) + intro
+        command = command_line(SSL_MODULES[results_name])
+        intro = INVALID_SSL_RESULTS.format(command=command, report=REPORT_COMMAND) + intro
     paired = (
         []
         if paired_plot is None
@@ -464,11 +480,11 @@ def ssl_section(
         [
             f"## {title}\n",
             intro,
-            ssl_quality_tables.setup_markdown(report),
+            quality_tables.setup_markdown(report),
             f"![kNN accuracy vs per-replica batch]({plot.name})\n",
             figure_source,
             *paired,
-            ssl_quality_tables.tables_markdown(report, level=3),
+            quality_tables.tables_markdown(report, level=3),
             "### Conclusion\n",
             ssl_conclusion(report),
         ]
@@ -476,28 +492,31 @@ def ssl_section(
 
 
 # --------------------------------------------------------------------------------------
-# Architecture builders.
+# Sections that their own benchmark renders, and the digits paragraph.
 # --------------------------------------------------------------------------------------
 
 
-# Results rendered by their own script's `render_markdown`: file -> (script, section title).
+# Results rendered by their own benchmark's `render_markdown`: file -> (module, section title).
 SCRIPT_SECTIONS = {
-    "glyphs_runs.json": ("glyphs_runs", "Both jobs' default runs on glyphs"),
-    "architectures.json": ("architectures", "Architecture builders"),
-    "index.json": ("index", "Search backends"),
-    "metric_losses.json": ("metric_losses", "Metric losses: global vs per-replica mining"),
+    "glyphs_runs.json": ("benchmark.glyphs.runs", "Both jobs' default runs on glyphs"),
+    "architectures.json": ("benchmark.architectures", "Architecture builders"),
+    "index.json": ("benchmark.index", "Search backends"),
+    "metric_losses.json": (
+        "benchmark.metric.losses",
+        "Metric losses: global vs per-replica mining",
+    ),
 }
 
 
 def script_section(results_name: str, report: dict[str, Any]) -> str:
-    """The section of a results file whose script renders its own tables."""
-    script, title = SCRIPT_SECTIONS[results_name]
-    command = f"python benchmark/{script}.py" + (" --quick" if report.get("quick") else "")
+    """The section of a results file whose benchmark renders its own tables."""
+    module, title = SCRIPT_SECTIONS[results_name]
+    command = command_line(module, ["--quick"] if report.get("quick") else [])
     return "\n".join(
         [
             f"## {title} (`{results_name}`)\n",
             f"Command: `{command}`.\n",
-            render_tables(script, report, results_name, command),
+            render_tables(module, report, results_name, command),
         ]
     )
 
@@ -554,7 +573,7 @@ def machines_table(sources: dict[str, dict[str, Any]]) -> str:
 def display_path(path: Path) -> str:
     """`path` relative to the repository root when it is inside it."""
     try:
-        return str(path.resolve().relative_to(BENCHMARK_DIR.parent))
+        return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
 
@@ -577,7 +596,7 @@ def build_report(results: Path, out: Path) -> str:
     generated = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     parts = [
         "# Benchmark report\n",
-        "Assembled by `python benchmark/report.py` from the JSON results in "
+        f"Assembled by `{REPORT_COMMAND}` from the JSON results in "
         f"`{display_path(results)}/`, {generated} (UTC). Every number and figure below is "
         "computed from those files; each section names the command that produced its data.\n",
     ]
@@ -608,7 +627,7 @@ def build_report(results: Path, out: Path) -> str:
         )
     if "metric_small_batch.json" in sources:
         parts.append(
-            metric_small_batch_tables.report_section(
+            small_batch_tables.report_section(
                 sources["metric_small_batch.json"], out, "metric_small_batch.json"
             )
         )
