@@ -499,6 +499,10 @@ def ssl_section(
 # Results rendered by their own benchmark's `render_markdown`: file -> (module, section title).
 SCRIPT_SECTIONS = {
     "glyphs_runs.json": ("benchmark.glyphs.runs", "Both jobs' default runs on glyphs"),
+    "glyphs_ssl_length.json": (
+        "benchmark.glyphs.ssl_length",
+        "The self-supervised job on glyphs by length of run",
+    ),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
     "metric_losses.json": (

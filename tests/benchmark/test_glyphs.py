@@ -1,4 +1,4 @@
-"""Tests of `benchmark/glyphs/runs.py`: its report, and a smoke run against the jobs' summaries."""
+"""Tests of `benchmark.glyphs`: the runs' report, a smoke run, and the report's sections."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from benchmark import report
 from benchmark.glyphs import runs as glyphs_runs
 from tests.benchmark.quick_runs import run_quick
 
@@ -59,3 +60,40 @@ def test_quick_run_reports_each_jobs_own_summary(tmp_path):
     for when in ("pixels", "before", "after"):
         assert 0.0 <= ssl[f"knn_{when}"] <= 1.0
     assert (folder / "glyphs_runs.md").read_text() == glyphs_runs.render_markdown(payload) + "\n"
+
+
+def ssl_length_run(epochs, seed, knn_after):
+    return {
+        "epochs": epochs,
+        "seed": seed,
+        "knn_pixels": 0.6,
+        "knn_before": 0.5,
+        "knn_after": knn_after,
+        "knn_by_epoch": [0.55] * (epochs - 1) + [knn_after],
+        "seconds_by_epoch": [60.0] * epochs,
+        "training_seconds": 60.0 * epochs,
+        "wall_seconds": 60.0 * epochs + 30.0,
+    }
+
+
+def test_the_report_has_a_length_of_run_section_only_when_its_results_exist(tmp_path):
+    section = "## The self-supervised job on glyphs by length of run (`glyphs_ssl_length.json`)"
+    (tmp_path / "glyphs_runs.json").write_text(
+        json.dumps({"quick": False, "seeds": [], "machine": "x86_64", "runs": {}})
+    )
+    assert section not in report.main(["--results", str(tmp_path)]).read_text()
+
+    payload = {
+        "quick": False,
+        "machine": "x86_64, 2 CPU cores",
+        "date": "2026-12-03",
+        "runs": [ssl_length_run(5, 0, 0.7), ssl_length_run(5, 1, 0.8)],
+    }
+    (tmp_path / "glyphs_ssl_length.json").write_text(json.dumps(payload))
+    text = report.main(["--results", str(tmp_path)]).read_text()
+    assert section in text
+    assert "Command: `python -m benchmark.glyphs.ssl_length`." in text
+    # Right after the runs' section, its tables nested two levels down.
+    assert text.index("(`glyphs_runs.json`)") < text.index(section)
+    assert "### Self-supervised default on glyphs: kNN accuracy by length of run" in text
+    assert "| 5 | 0, 1 | 0.750 ± 0.071 |" in text
