@@ -962,7 +962,7 @@ The neighbours show what stays hard: characters that, cropped to their ink and s
 16x16, hardly differ, such as a Cyrillic capital and its small letter (Ж and ж), and what
 training changed: the raw pixels find O's for the query Ω, the trained network Ω's first.
 This is one run of one seed; `tfsim train --algorithm multisimilarity` makes the same
-comparison for any seed, and `benchmark/glyphs_runs.py` over several.
+comparison for any seed, and `python -m benchmark.glyphs.runs` over several.
 
 ## Next
 
