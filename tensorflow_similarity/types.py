@@ -39,6 +39,14 @@ class Symbol(tf.Tensor):
 class Value(tf.Tensor):
     """Annotation of an eager `tf.Tensor`, one that holds a value (`.numpy()`)."""
 
+    def numpy(self) -> np.ndarray:
+        """The tensor's value (declared for annotations, as in 0.17; eager tensors define it).
+
+        Raises:
+            NotImplementedError: Always: `Value` is never instantiated.
+        """
+        raise NotImplementedError("types.Value is an annotation; call numpy() on a tensor.")
+
 
 class PandasDataFrame:
     """Annotation of a `pandas.DataFrame`, without importing pandas."""

@@ -153,7 +153,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "required:distance": LOUD,
         "required:dim": LOUD,
     },
-    "tensorflow_similarity.types.Value.numpy": {"missing": MISSING},
     "tensorflow_similarity.visualization.projector.projector": {
         "default:densmap": f"{SEARCH}: None is 0.17's True for UMAP (the projector is PCA)",
     },
