@@ -80,6 +80,7 @@ from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.datasets import load_data
+from tensorflow_similarity.layers import recompute_batch_norm_statistics
 from tensorflow_similarity.models import create_contrastive_model
 
 keras.utils.set_random_seed(0)
@@ -146,7 +147,12 @@ class do not include), and **augmented** test images, one fixed `GlyphAugmenter`
 each (warped and re-stroked): invariance to these is what SimCLR's objective teaches
 directly. Both are measured before training too, and for the raw pixels (the flattened
 images, compared the same way). `proj_std` watches for collapse: it falls to 0 if every
-image gets the same embedding.""",
+image gets the same embedding.
+
+Before each evaluation the backbone's batch norm statistics are recomputed from the training
+images (`recompute_batch_norm_statistics`, as `tfsim train` does): after 80 steps, Keras'
+moving averages (momentum 0.99) still hold much of their initial values, and the network
+would be evaluated with statistics it never had.""",
     ),
     (
         "code",
@@ -203,7 +209,10 @@ projected = [n for n in ("A Α А", "g", "3", "λ", "Ω", "Ж", "ю", "ф") if n
 projected_mask = np.isin(data.y_train, [names.index(n) for n in projected])
 projected_before = model.backbone.predict(data.x_train[projected_mask], verbose=0)
 
-history = model.fit(views, epochs=EPOCHS, callbacks=list(knn.values()), verbose=2).history""",
+recompute = keras.callbacks.LambdaCallback(
+    on_epoch_end=lambda epoch, logs: recompute_batch_norm_statistics(backbone, data.x_train)
+)
+history = model.fit(views, epochs=EPOCHS, callbacks=[recompute, *knn.values()], verbose=2).history""",
     ),
     (
         "markdown",
@@ -669,6 +678,7 @@ from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
 from tensorflow_similarity.callbacks import EvalCallback
 from tensorflow_similarity.datasets import load_data
+from tensorflow_similarity.layers import recompute_batch_norm_statistics
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.retrieval_metrics import MapAtK, PrecisionAtK, RecallAtK
 from tensorflow_similarity.samplers import MultiShotMemorySampler
@@ -813,7 +823,13 @@ for split in ["known", "unknown"]:
     ),
     (
         "code",
-        """fit = model.fit(sampler, epochs=EPOCHS, callbacks=[evaluation], verbose=2)
+        """# Keras' moving averages of the batch norm statistics lag the weights in a short run:
+# recomputed from the seen classes' training images before each evaluation, as
+# `tfsim train-metric` does.
+recompute = keras.callbacks.LambdaCallback(
+    on_epoch_end=lambda epoch, logs: recompute_batch_norm_statistics(model, x_fit)
+)
+fit = model.fit(sampler, epochs=EPOCHS, callbacks=[recompute, evaluation], verbose=2)
 history = fit.history""",
     ),
     (
