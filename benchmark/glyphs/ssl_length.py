@@ -135,7 +135,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
             "after the run, with batch norm statistics recomputed from the training images "
             "(as the job does); `pixels` searches the raw images. Minutes: training only "
             "(the epochs' time) and wall time from start to the table, on a machine that may "
-            "have been running other work (compare lengths, not machines).",
+            "have been running other work (compare lengths, not machines)."
+            + (f" {payload['note']}" if payload.get("note") else ""),
             markdown_table(
                 [
                     "epochs",
