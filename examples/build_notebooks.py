@@ -212,7 +212,8 @@ projected_before = model.backbone.predict(data.x_train[projected_mask], verbose=
 recompute = keras.callbacks.LambdaCallback(
     on_epoch_end=lambda epoch, logs: recompute_batch_norm_statistics(backbone, data.x_train)
 )
-history = model.fit(views, epochs=EPOCHS, callbacks=[recompute, *knn.values()], verbose=2).history""",
+callbacks = [recompute, *knn.values()]
+history = model.fit(views, epochs=EPOCHS, callbacks=callbacks, verbose=2).history""",
     ),
     (
         "markdown",
