@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
 import keras
 
-from tensorflow_similarity._validation import check_bool
+from tensorflow_similarity._validation import check_bool, is_real
 from tensorflow_similarity.architectures.arguments import (
     MIN_IMAGE_SIZE,
     check_input_shape,
@@ -41,6 +42,7 @@ def ResNet18Sim(
     sync_bn: bool | SyncBatchNormPlugin = False,
     stem: str = "auto",
     first_block_shortcut: bool = False,
+    width: float = 1.0,
     name: str = "resnet18sim",
 ) -> keras.Model:
     """Builds a ResNet-18 embedding model, the usual backbone of self-supervised learning.
@@ -94,6 +96,10 @@ def ResNet18Sim(
         stem: `"auto"` (default), `"cifar"` or `"imagenet"`, see above.
         first_block_shortcut: Whether the first block has a 1x1 convolution
             + batch-norm shortcut, as in 0.17. Defaults to `False`.
+        width: Multiplies the number of filters of every layer (64, 128, 256
+            and 512, each rounded and at least 1): `0.25` builds 16, 32, 64
+            and 128 filters, with about 1/16 of the multiply-adds, for small
+            data and CPUs. Defaults to `1.0`.
         name: The model's name. Defaults to `"resnet18sim"`.
 
     Returns:
@@ -114,7 +120,7 @@ def ResNet18Sim(
     return build_similarity_model(
         "ResNet18Sim",
         lambda plugin: resnet18_backbone(
-            input_shape, weights, plugin, stem, "resnet18", first_block_shortcut
+            input_shape, weights, plugin, stem, "resnet18", first_block_shortcut, width
         ),
         input_shape,
         embedding_size=embedding_size,
@@ -164,6 +170,7 @@ def build_resnet18(
     name: str = "resnet18",
     *,
     first_block_shortcut: bool = False,
+    width: float = 1.0,
 ) -> keras.Model:
     """Builds the ResNet-18 backbone.
 
@@ -182,10 +189,13 @@ def build_resnet18(
         first_block_shortcut: Whether the first block has a 1x1 convolution
             + batch-norm shortcut (tensorflow-similarity 0.17's network).
             Defaults to `False`.
+        width: Multiplies the number of filters of every layer; see
+            `ResNet18Sim`. Defaults to `1.0`.
 
     Returns:
         A Functional model from images to the `conv5_block2_out` feature map
-        (512 channels; stride 8 with the CIFAR stem, 32 with the ImageNet one).
+        (`round(512 * width)` channels; stride 8 with the CIFAR stem, 32 with
+        the ImageNet one).
 
     Raises:
         ValueError: For a bad `input_shape`, `stem` or `weights`, or weights
@@ -193,7 +203,7 @@ def build_resnet18(
         TypeError: For a bad `sync_bn`.
     """
     return resnet18_backbone(
-        input_shape, weights, resolve_sync_bn(sync_bn), stem, name, first_block_shortcut
+        input_shape, weights, resolve_sync_bn(sync_bn), stem, name, first_block_shortcut, width
     )
 
 
@@ -221,9 +231,15 @@ def resnet18_backbone(
     stem: str,
     name: str,
     first_block_shortcut: bool = False,
+    width: float = 1.0,
 ) -> keras.Model:
     """`build_resnet18` with the plugin already resolved (`None`: plain batch norm)."""
     check_bool("first_block_shortcut", first_block_shortcut, owner="ResNet18Sim")
+    if not (is_real(width) and math.isfinite(width) and width > 0):
+        raise ValueError(
+            "ResNet18Sim: width must be a positive number (1.0: 64 to 512 filters, 0.25: 16 "
+            f"to 128). Received: width={width!r}"
+        )
     shape = tuple(input_shape) if isinstance(input_shape, Sequence) else input_shape
     check_input_shape("ResNet18Sim", shape, min_size=1)
     stem = resolve_stem(stem, shape)
@@ -238,18 +254,19 @@ def resnet18_backbone(
         conv_shortcut = stride != 1 or x.shape[_bn_axis()] != filters or extra_shortcut
         return _block(x, filters, 3, stride, conv_shortcut, prefix, plugin)
 
+    widths = [max(1, round(filters * width)) for filters in (64, 128, 256, 512)]
     inputs = keras.Input(shape=shape)
     if stem == "cifar":
-        x = _conv(64, 3, 1, "conv1_conv")(inputs)
+        x = _conv(widths[0], 3, 1, "conv1_conv")(inputs)
     else:
         x = keras.layers.ZeroPadding2D(padding=((3, 3), (3, 3)), name="conv1_pad")(inputs)
-        x = _conv(64, 7, 2, "conv1_conv", padding="valid")(x)
+        x = _conv(widths[0], 7, 2, "conv1_conv", padding="valid")(x)
     x = batch_norm("conv1_bn")(x)
     x = keras.layers.Activation("relu", name="conv1_relu")(x)
     if stem == "imagenet":
         x = keras.layers.ZeroPadding2D(padding=((1, 1), (1, 1)), name="pool1_pad")(x)
         x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
-    for stage, (filters, stride) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2)), start=2):
+    for stage, (filters, stride) in enumerate(zip(widths, (1, 2, 2, 2), strict=True), start=2):
         x = block(x, filters, stride, f"conv{stage}_block1")
         x = block(x, filters, 1, f"conv{stage}_block2")
     model = keras.Model(inputs, x, name=name)

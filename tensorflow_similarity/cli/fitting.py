@@ -220,6 +220,15 @@ class StopOnNonFinite(keras.callbacks.Callback):
             )
 
 
+def width_argument(args: argparse.Namespace) -> dict[str, float]:
+    """The backbone builder's `width` keyword for `--width` (resnet18's; none for the others).
+
+    A run.json written before `--width` existed has none: the full width.
+    """
+    width = getattr(args, "width", None)
+    return {} if width in (None, 1.0) else {"width": width}
+
+
 class BatchNormStatistics(keras.callbacks.Callback):
     """Recomputes a model's batch norm statistics from images at the end of each epoch.
 
@@ -248,6 +257,47 @@ class BatchNormStatistics(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self.active:
             recompute_batch_norm_statistics(self.network, self.images)
+
+
+class EvaluationSchedule(keras.callbacks.Callback):
+    """Runs callbacks' `on_epoch_end` after every `every` epochs and after the last.
+
+    Holds `BatchNormStatistics` and the evaluations of a run (`--eval-every`):
+    an epoch left out gets no figures in its logs. Skipping the statistics
+    changes nothing that training reads (batch norm trains on batch
+    statistics) and they are recomputed after the last epoch, so the final
+    model and figures do not depend on `every`.
+
+    Args:
+        callbacks: The callbacks to run, in order.
+        every: Evaluate after epochs `every`, `2 * every`, ... (counted from 1).
+        epochs: The run's number of epochs (the last is always evaluated).
+    """
+
+    def __init__(self, callbacks: list[keras.callbacks.Callback], every: int, epochs: int) -> None:
+        super().__init__()
+        self.callbacks = list(callbacks)
+        self.every = every
+        self.epochs = epochs
+
+    def set_model(self, model: keras.Model) -> None:
+        super().set_model(model)
+        for callback in self.callbacks:
+            callback.set_model(model)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        super().set_params(params)
+        for callback in self.callbacks:
+            callback.set_params(params)
+
+    def scheduled(self, epoch: int) -> bool:
+        """Whether the epoch of index `epoch` (from 0) is evaluated."""
+        return (epoch + 1) % self.every == 0 or epoch + 1 == self.epochs
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.scheduled(epoch):
+            for callback in self.callbacks:
+                callback.on_epoch_end(epoch, logs)
 
 
 class EpochBackup(keras.callbacks.Callback):

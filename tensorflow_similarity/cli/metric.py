@@ -170,7 +170,10 @@ def build_models(
     sync_bn = fitting.sync_bn_policy(args)
     size = args.image_size
     model = BUILDERS[args.backbone](
-        (size, size, 3), embedding_size=args.embedding_size, sync_bn=sync_bn
+        (size, size, 3),
+        embedding_size=args.embedding_size,
+        sync_bn=sync_bn,
+        **fitting.width_argument(args),
     )
     optimizer = fitting.scheduled_optimizer(args, steps_per_epoch)
     if args.algorithm == "arcface":

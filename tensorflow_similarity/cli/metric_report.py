@@ -141,14 +141,13 @@ def plot(
     wrong classes in red); embeddings.png: a 2-D PCA of the test embeddings
     (`visualization.projector`).
     """
-    epochs = [r["epoch"] for r in records]
     report.plot_loss(output, records)
 
     figure = Figure(figsize=(6, 4))
     axis = figure.subplots()
     for key in before:
-        values = [before[key]] + [r.get(key, float("nan")) for r in records]
-        axis.plot([0, *epochs], values, marker="o", label=key.replace("_", " "))
+        epochs, values = report.evaluated_curve(records, key, before[key])
+        axis.plot(epochs, values, marker="o", label=key.replace("_", " "))
     axis.set(xlabel="epoch (0: before training)", ylabel="test images", title="Retrieval")
     axis.legend(fontsize=8)
     figure.tight_layout()

@@ -52,10 +52,15 @@ DATA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
             "batch_size": 64,
             "classes_per_batch": 16,
             "optimizer": "adam",
+            # An evaluation (batch norm statistics, 2,140 images indexed, 972 queries) costs
+            # about an epoch of training on two CPU cores: after epochs 4, 8 and 12.
+            "eval_every": 4,
         },
         # Of the settings tried, SimCLR with Adam does best in a short run on glyphs; SimSiam
-        # (SGD or Adam) collapses there. A 5-epoch run does not gain on every seed (REPORT.md).
-        "ssl": {"optimizer": "adam", "epochs": 5},
+        # (SGD or Adam) collapses there. A quarter-width ResNet-18 trains 30 epochs in the time
+        # the full width trains 4, and gains over its untrained network where 5 full-width
+        # epochs did not (benchmark.glyphs.ssl_length, REPORT.md).
+        "ssl": {"optimizer": "adam", "epochs": 30, "width": 0.25},
     },
 }
 # The self-supervised algorithm of `tfsim train` with no --algorithm, by data (else simsiam).
@@ -66,6 +71,7 @@ DEFAULT_ALGORITHMS = {"glyphs": "simclr"}
 RUN_OPTIONS = (
     "algorithm",
     "backbone",
+    "width",
     "sync_bn",
     "sync_group_size",
     "replicas",
@@ -96,8 +102,14 @@ class _Parser(argparse.ArgumentParser):
 # that do not depend on the data.
 JOB_TITLES = {"ssl": "self-supervised", "supervised": "supervised"}
 _JOB_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ssl": {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE, "optimizer": "sgd"},
-    "supervised": {**SUPERVISED_DEFAULTS, "optimizer": "sgd"},
+    "ssl": {
+        "epochs": DEFAULT_EPOCHS,
+        "batch_size": DEFAULT_BATCH_SIZE,
+        "optimizer": "sgd",
+        "eval_every": 1,
+        "width": 1.0,
+    },
+    "supervised": {**SUPERVISED_DEFAULTS, "optimizer": "sgd", "eval_every": 1, "width": 1.0},
 }
 # The metric loss of `tfsim train-metric` with no --algorithm (`tfsim train` has none).
 DEFAULT_METRIC_ALGORITHM = "multisimilarity"
@@ -189,6 +201,14 @@ def _add_run_arguments(
         + ", ".join(f"{name} {size}" for name, size in MIN_IMAGE_SIZES.items()),
     )
     command.add_argument(
+        "--width",
+        type=float,
+        default=default(None),
+        metavar="W",
+        help="resnet18 only: multiplies the number of filters of every layer (64 to 512 at 1; "
+        "0.25 has about 1/16 of the computation). Default: " + _data_default_text("width", jobs),
+    )
+    command.add_argument(
         "--sync-bn",
         action=argparse.BooleanOptionalAction,
         default=default(True),
@@ -245,6 +265,15 @@ def _add_run_arguments(
         type=int,
         default=default(None),
         help="training epochs. Default: " + _data_default_text("epochs", jobs),
+    )
+    command.add_argument(
+        "--eval-every",
+        type=int,
+        default=default(None),
+        metavar="N",
+        help="evaluate (batch norm statistics recomputed, then the figures) after every N "
+        "epochs and after the last; history.json has figures for those epochs only. "
+        "Default: " + _data_default_text("eval_every", jobs),
     )
     # What a batch holds, after "(at least one image each)".
     batches = {
@@ -343,9 +372,9 @@ def _add_run_arguments(
 # How long the self-supervised default takes to beat the untrained network on the glyphs
 # (benchmark.glyphs.runs and benchmark.glyphs.ssl_length, seeds 0-2).
 SSL_LENGTH_NOTE = (
-    "On the glyphs, 5 epochs leave the kNN accuracy near the untrained network's (above it "
-    "on 1 seed of 3); --epochs 45 (about 20 minutes of training on two CPU cores) puts it "
-    "above on 2 of 3, below the raw pixels': see benchmark/results/REPORT.md."
+    "On the glyphs, the default run ends above the untrained network's kNN accuracy on seeds "
+    "0-2; the full-width network (--width 1) needs about 45 epochs (20 minutes on two CPU "
+    "cores) to gain, on 2 seeds of 3: see benchmark/results/REPORT.md."
 )
 
 # The training commands: the jobs each runs, its line in `tfsim --help`, and its description.
@@ -357,9 +386,9 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "Pretrain an embedding model without labels, with synchronised batch norm under "
         "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor of "
         "its algorithm's paper, and the kNN accuracy of held-out images (clean and augmented) "
-        "before training and after each epoch. With no options: SimCLR with Adam, ResNet-18, "
-        "sync batch norm over 2 replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores. "
-        + SSL_LENGTH_NOTE,
+        "before training and after each epoch. With no options: SimCLR with Adam, a "
+        "quarter-width ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 30 epochs: "
+        "minutes on two CPU cores. " + SSL_LENGTH_NOTE,
     ),
     "train-metric": (
         ("supervised",),
@@ -382,8 +411,9 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
         "every class, seen and unseen classes apart). The job is the one --algorithm names, "
         "as `tfsim pretrain` or `tfsim train-metric` would run it; an option of the other job "
-        "is an error. With no options: SimCLR with Adam, ResNet-18, sync batch norm over 2 "
-        "replicas, glyphs at 16x16, 5 epochs: minutes on two CPU cores. " + SSL_LENGTH_NOTE,
+        "is an error. With no options: SimCLR with Adam, a quarter-width ResNet-18, sync batch "
+        "norm over 2 replicas, glyphs at 16x16, 30 epochs: minutes on two CPU cores. "
+        + SSL_LENGTH_NOTE,
     ),
 }
 
@@ -537,6 +567,7 @@ def check_numbers(args: argparse.Namespace) -> None:
     """Raises `UsageError` if a numeric option is out of range."""
     for flag, value, low in (
         ("--epochs", args.epochs, 1),
+        ("--eval-every", args.eval_every, 1),
         ("--batch-size", args.batch_size, 1),
         ("--image-size", args.image_size, 1),
         ("--projector-dim", args.projector_dim, 4),
@@ -554,6 +585,14 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--learning-rate must be positive; got {args.learning_rate}.")
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer; got {args.seed}.")
+    # None: resumed from a run.json written before --width existed (the full width).
+    if args.width is not None and not (math.isfinite(args.width) and args.width > 0):
+        raise UsageError(f"--width must be a positive number; got {args.width}.")
+    if args.width not in (None, 1.0) and args.backbone != "resnet18":
+        raise UsageError(
+            f"--width applies to --backbone resnet18; --backbone {args.backbone} has its own "
+            "fixed widths. Drop --width."
+        )
     minimum = MIN_IMAGE_SIZES[args.backbone]
     if args.image_size < minimum:
         raise UsageError(

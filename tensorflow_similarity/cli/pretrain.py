@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
-from tensorflow_similarity.cli import pretrain_report
+from tensorflow_similarity.cli import fitting, pretrain_report
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
@@ -137,7 +137,11 @@ class PretrainJob(Job):
         sync_bn = sync_bn_policy(args)
         size = args.image_size
         backbone = BUILDERS[args.backbone](
-            (size, size, 3), include_top=False, pooling="avg", sync_bn=sync_bn
+            (size, size, 3),
+            include_top=False,
+            pooling="avg",
+            sync_bn=sync_bn,
+            **fitting.width_argument(args),
         )
         self.model = create_contrastive_model(
             backbone,

@@ -88,21 +88,18 @@ def plot(
     Figures are made with `matplotlib.figure.Figure`, not pyplot, so that no
     GUI backend is chosen or needed.
     """
-    epochs = [r["epoch"] for r in records]
     report.plot_loss(output, records)
 
     figure = Figure(figsize=(5, 3.5))
     axis = figure.subplots()
     axis.plot(
-        [0, *epochs],
-        [knn_before] + [r.get("knn_accuracy") for r in records],
+        *report.evaluated_curve(records, "knn_accuracy", knn_before),
         marker="o",
         label="clean test queries",
     )
     if knn_augmented_before is not None:
         axis.plot(
-            [0, *epochs],
-            [knn_augmented_before] + [r.get("knn_accuracy_augmented") for r in records],
+            *report.evaluated_curve(records, "knn_accuracy_augmented", knn_augmented_before),
             marker="s",
             label="augmented test queries",
         )

@@ -173,3 +173,14 @@ def plot_loss(output: Path, records: list[dict[str, Any]]) -> None:
     axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
     figure.tight_layout()
     figure.savefig(output / "loss.png", dpi=100)
+
+
+def evaluated_curve(
+    records: list[dict[str, Any]], key: str, before: float
+) -> tuple[list[int], list[float]]:
+    """The epochs (0: before training) and values of a figure, for the epochs evaluated.
+
+    With `--eval-every N`, the other epochs' records have no `key`.
+    """
+    points = [(r["epoch"], r[key]) for r in records if r.get(key) is not None]
+    return [0, *(e for e, _ in points)], [before, *(v for _, v in points)]

@@ -31,7 +31,12 @@ import tensorflow as tf
 from tensorflow_similarity.cli import devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
-from tensorflow_similarity.cli.fitting import BatchNormStatistics, EpochBackup, fit_epochs
+from tensorflow_similarity.cli.fitting import (
+    BatchNormStatistics,
+    EpochBackup,
+    EvaluationSchedule,
+    fit_epochs,
+)
 from tensorflow_similarity.datasets import ImageData
 
 
@@ -208,8 +213,11 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
             steps_per_epoch,
             [
                 timer,
-                BatchNormStatistics(job.network, job.train_images),
-                *evaluations,
+                EvaluationSchedule(
+                    [BatchNormStatistics(job.network, job.train_images), *evaluations],
+                    args.eval_every,
+                    args.epochs,
+                ),
                 recorder,
                 report.ScalarLogger(worker_dir / "logs" / "train"),
                 backup,

@@ -51,6 +51,24 @@ def test_stem_choice(shape, stem, feature_size):
     assert backbone.get_layer("conv1_conv").kernel_size == ((3, 3) if not has_pool else (7, 7))
 
 
+@pytest.mark.parametrize("width, filters", [(1.0, (64, 128, 256, 512)), (0.25, (16, 32, 64, 128))])
+def test_width_multiplies_every_layers_filters(width, filters):
+    backbone = build_resnet18((16, 16, 3), width=width)
+    assert backbone.get_layer("conv1_conv").filters == filters[0]
+    for stage, count in enumerate(filters, start=2):
+        for block in (1, 2):
+            for conv in (1, 2):
+                layer = backbone.get_layer(f"conv{stage}_block{block}_{conv}_conv")
+                assert layer.filters == count, layer.name
+    assert backbone.output_shape == (None, 2, 2, filters[-1])
+    # Every layer of the full-width network is there, under the same name.
+    assert [layer.name for layer in backbone.layers[1:]] == [
+        layer.name for layer in build_resnet18((16, 16, 3)).layers[1:]
+    ]
+    model = ResNet18Sim((16, 16, 3), width=width, include_top=False, pooling="avg")
+    assert model.output_shape == (None, filters[-1])
+
+
 def test_include_top_false_outputs_pooled_features_or_feature_map():
     pooled = ResNet18Sim((16, 16, 1), include_top=False, pooling="avg")
     assert pooled.output_shape == (None, 512)
@@ -108,6 +126,9 @@ def test_keras_file_round_trip_with_sync_bn(tmp_path):
         ({"weights": "imagenet"}, ValueError, "no ImageNet weights"),
         ({"weights": "/no/such/file.weights.h5"}, ValueError, "existing weights file"),
         ({"sync_bn": "yes"}, TypeError, "sync_bn must be False, True"),
+        ({"width": 0}, ValueError, "width must be a positive number"),
+        ({"width": float("nan")}, ValueError, "width must be a positive number"),
+        ({"width": "half"}, ValueError, "width must be a positive number"),
     ],
 )
 def test_bad_arguments_fail_before_building(monkeypatch, kwargs, error, match):

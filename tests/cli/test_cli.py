@@ -28,10 +28,13 @@ from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.datasets import load_data
 
-# Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN.
+# Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN, a
+# quarter-width ResNet-18.
 QUICK = [
     "--data",
     "digits",
+    "--width",
+    "0.25",
     "--limit",
     "240",
     "--batch-size",
@@ -320,6 +323,7 @@ def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
     summary = json.loads((output / "summary.json").read_text())
     assert summary["replicas"] == 2 and summary["sync_bn"] is True
     assert summary["knn_accuracy_after"] == recorded["epochs"][-1]["knn_accuracy"]
+    assert json.loads((output / "run.json").read_text())["options"]["width"] == 0.25
 
     for plot in ["loss.png", "knn_accuracy.png", "embeddings.png"]:
         assert (output / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -338,8 +342,10 @@ def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
 
     model = keras.saving.load_model(output / "model.keras")
     assert model.algorithm == "simsiam"
+    # --width 0.25 reached the backbone: 16 filters in the stem, 128 features.
+    assert model.backbone.get_layer("resnet18").get_layer("conv1_conv").filters == 16
     embeddings = model.embed(np.zeros((3, 8, 8, 3), np.float32))
-    assert embeddings.shape == (3, 512)
+    assert embeddings.shape == (3, 128)
 
 
 def knn_accuracy_loops(

@@ -8,7 +8,12 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.cli.errors import TrainingDiverged
-from tensorflow_similarity.cli.fitting import StopOnNonFinite, parallel_batches, replica_batches
+from tensorflow_similarity.cli.fitting import (
+    EvaluationSchedule,
+    StopOnNonFinite,
+    parallel_batches,
+    replica_batches,
+)
 from tests.distributed import mirrored_strategy
 
 
@@ -108,3 +113,29 @@ def test_a_non_finite_weight_stops_training_at_the_epochs_end(replicas):
         "1 weight became nan or infinite (net/bn/moving_variance) at the end of epoch 2"
     )
     assert diverged.value.epochs_done == 1
+
+
+class _Recorder(keras.callbacks.Callback):
+    def __init__(self, epochs: list[int]) -> None:
+        super().__init__()
+        self.epochs = epochs
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append((id(self), epoch, self.model is not None))
+
+
+@pytest.mark.parametrize(
+    "every, epochs, expected", [(1, 3, [0, 1, 2]), (3, 7, [2, 5, 6]), (4, 4, [3]), (9, 2, [1])]
+)
+def test_the_evaluation_schedule_runs_its_callbacks_every_n_epochs_and_after_the_last(
+    every, epochs, expected
+):
+    fired: list = []
+    first, second = _Recorder(fired), _Recorder(fired)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.zeros((4, 1), np.float32)
+    schedule = EvaluationSchedule([first, second], every, epochs)
+    model.fit(x, x, epochs=epochs, verbose=0, callbacks=[schedule])
+    # Both callbacks, in order, after the scheduled epochs only, with the model set.
+    assert fired == [(id(c), e, True) for e in expected for c in (first, second)]

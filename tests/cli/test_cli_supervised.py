@@ -100,28 +100,44 @@ def test_default_learning_rate_is_the_losss_and_an_explicit_one_wins(algorithm, 
                 "batch_size": 64,
                 "epochs": 12,
                 "image_size": 16,
+                "eval_every": 4,
+                "width": 1.0,
             },
         ),
         (["--algorithm", "circle", "--optimizer", "sgd"], {"learning_rate": 0.005}),
         (["--algorithm", "triplet", "--train-classes", "10"], {"classes_per_batch": 10}),
         (
             ["--algorithm", "triplet", "--data", "digits"],
-            {"optimizer": "sgd", "train_classes": 6, "classes_per_batch": None, "image_size": 8},
+            {
+                "optimizer": "sgd",
+                "train_classes": 6,
+                "classes_per_batch": None,
+                "image_size": 8,
+                "eval_every": 1,
+            },
         ),
-        # Self-supervised on glyphs: SimCLR with Adam, 5 epochs at 16x16; SimSiam elsewhere.
+        # Self-supervised on glyphs: SimCLR with Adam, quarter-width, 30 epochs at 16x16; SimSiam
+        # elsewhere.
         (
             [],
             {
                 "algorithm": "simclr",
                 "optimizer": "adam",
                 "learning_rate": 1e-3,
-                "epochs": 5,
+                "epochs": 30,
                 "image_size": 16,
                 "batch_size": 128,
+                "eval_every": 1,
+                "width": 0.25,
             },
         ),
-        (["--data", "digits"], {"algorithm": "simsiam", "optimizer": "sgd", "epochs": 3}),
+        (
+            ["--data", "digits"],
+            {"algorithm": "simsiam", "optimizer": "sgd", "epochs": 3, "width": 1.0},
+        ),
+        (["--width", "0.5"], {"width": 0.5}),
         (["--algorithm", "simsiam"], {"algorithm": "simsiam", "optimizer": "adam"}),
+        (["--algorithm", "triplet", "--eval-every", "2"], {"eval_every": 2}),
     ],
 )
 def test_defaults_follow_the_data_and_explicit_options_win(argv, expected):
@@ -192,6 +208,25 @@ def test_each_algorithm_trains_and_writes_its_outputs(runs, algorithm):
     model = keras.saving.load_model(output / "model.keras")
     # The saved model embeds (ArcFace's class centres are left out).
     assert model.predict(np.zeros((2, 8, 8, 3), np.float32), verbose=0).shape == (2, 16)
+
+
+def test_eval_every_and_width_reach_the_run(tmp_path):
+    # Epochs 1-3, evaluated after epochs 2 and 3 (the last). That the final model does not
+    # depend on the schedule is test_cli_fitting's test of EvaluationSchedule.
+    argv = [*IN_PROCESS[:-4], "--epochs", "3", "--embedding-size", "16", "--eval-every", "2"]
+    argv += ["--width", "0.5"]
+    output = tmp_path / "out"
+    assert run_main("--algorithm", "multisimilarity", *argv, "--output", str(output)) == 0
+    figures = ["recall_at_1_seen", "map_at_r_seen", "recall_at_1_unseen", "map_at_r_unseen"]
+    records = history(output)["epochs"]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    assert [[key in r for key in figures] for r in records] == [[False] * 4, [True] * 4, [True] * 4]
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["after"] == {key: records[-1][key] for key in summary["after"]}
+    assert (output / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
+    # --width 0.5 reached the network: 32 filters in the stem.
+    model = keras.saving.load_model(output / "model.keras")
+    assert model.get_layer("resnet18").get_layer("conv1_conv").filters == 32
 
 
 def _numpy_retrieval(index_x, index_y, query_x, query_y, seen_classes):
@@ -318,6 +353,12 @@ BAD_INPUTS = {
     ),
     "projector option": (["--projector-dim", "64"], "--projector-dim is an option of"),
     "embedding size": (["--embedding-size", "0"], "--embedding-size must be at least 1"),
+    "evaluation never": (["--eval-every", "0"], "--eval-every must be at least 1"),
+    "no width": (["--width", "0"], "--width must be a positive number"),
+    "width of another backbone": (
+        ["--width", "0.5", "--backbone", "efficientnet", "--image-size", "32"],
+        "--width applies to --backbone resnet18",
+    ),
     "batch larger than the seen images": (
         ["--limit", "40", "--strategy", "one-device"],
         "larger than the",
