@@ -501,7 +501,7 @@ SCRIPT_SECTIONS = {
     "glyphs_runs.json": ("benchmark.glyphs.runs", "Both jobs' default runs on glyphs"),
     "glyphs_ssl_length.json": (
         "benchmark.glyphs.ssl_length",
-        "The self-supervised job on glyphs by length of run",
+        "The self-supervised job on glyphs by width and length of run",
     ),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
@@ -520,7 +520,7 @@ def script_section(results_name: str, report: dict[str, Any]) -> str:
         [
             f"## {title} (`{results_name}`)\n",
             f"Command: `{command}`.\n",
-            render_tables(module, report, results_name, command),
+            render_tables(module, report, results_name, command).rstrip("\n") + "\n",
         ]
     )
 

@@ -62,8 +62,9 @@ def test_quick_run_reports_each_jobs_own_summary(tmp_path):
     assert (folder / "glyphs_runs.md").read_text() == glyphs_runs.render_markdown(payload) + "\n"
 
 
-def ssl_length_run(epochs, seed, knn_after):
+def ssl_length_run(epochs, seed, knn_after, width=1.0):
     return {
+        "width": width,
         "epochs": epochs,
         "seed": seed,
         "knn_pixels": 0.6,
@@ -77,17 +78,26 @@ def ssl_length_run(epochs, seed, knn_after):
 
 
 def test_the_report_has_a_length_of_run_section_only_when_its_results_exist(tmp_path):
-    section = "## The self-supervised job on glyphs by length of run (`glyphs_ssl_length.json`)"
+    section = (
+        "## The self-supervised job on glyphs by width and length of run (`glyphs_ssl_length.json`)"
+    )
     (tmp_path / "glyphs_runs.json").write_text(
         json.dumps({"quick": False, "seeds": [], "machine": "x86_64", "runs": {}})
     )
     assert section not in report.main(["--results", str(tmp_path)]).read_text()
 
+    # Evaluated after every 10th epoch (--eval-every 10): the other epochs have no figure.
+    scheduled = ssl_length_run(30, 0, 0.6, width=0.25)
+    scheduled["knn_by_epoch"] = [0.55 if e % 10 == 0 else None for e in range(1, 31)]
     payload = {
         "quick": False,
         "machine": "x86_64, 2 CPU cores",
         "date": "2026-12-03",
-        "runs": [ssl_length_run(5, 0, 0.7), ssl_length_run(5, 1, 0.8)],
+        "runs": [
+            ssl_length_run(5, 0, 0.7),
+            ssl_length_run(5, 1, 0.8),
+            scheduled,
+        ],
     }
     (tmp_path / "glyphs_ssl_length.json").write_text(json.dumps(payload))
     text = report.main(["--results", str(tmp_path)]).read_text()
@@ -95,5 +105,9 @@ def test_the_report_has_a_length_of_run_section_only_when_its_results_exist(tmp_
     assert "Command: `python -m benchmark.glyphs.ssl_length`." in text
     # Right after the runs' section, its tables nested two levels down.
     assert text.index("(`glyphs_runs.json`)") < text.index(section)
-    assert "### Self-supervised default on glyphs: kNN accuracy by length of run" in text
-    assert "| 5 | 0, 1 | 0.750 ± 0.071 |" in text
+    assert "### Self-supervised job on glyphs: kNN accuracy by width and length of run" in text
+    # One row per width and length, the full width's two seeds together.
+    assert "| 1 | 5 | 0, 1 | 0.750 ± 0.071 |" in text
+    assert "| 0.25 | 30 | 0 | 0.600 | 0.100 | 1 of 1 |" in text
+    curve = "| 0.25 | 30 | 0 | 0.500 | 10: 0.550 (+0.050, 10 min); 30: 0.550 (+0.050, 30 min) |"
+    assert curve in text
