@@ -501,6 +501,9 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
         **DATA_DEFAULTS.get(args.data, {}).get("supervised" if supervised else "ssl", {}),
     }
     resolved = vars(args).copy()
+    if resolved.get("backbone") != "resnet18":
+        # The data's default width is resnet18's; the other builders have their own widths.
+        defaults["width"] = 1.0
     for key, value in defaults.items():
         if resolved.get(key) is None:
             resolved[key] = value

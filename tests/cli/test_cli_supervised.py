@@ -136,6 +136,8 @@ def test_default_learning_rate_is_the_losss_and_an_explicit_one_wins(algorithm, 
             {"algorithm": "simsiam", "optimizer": "sgd", "epochs": 3, "width": 1.0},
         ),
         (["--width", "0.5"], {"width": 0.5}),
+        # The glyphs' quarter width is resnet18's: another backbone keeps its own widths.
+        (["--backbone", "convnext"], {"width": 1.0, "epochs": 30}),
         (["--algorithm", "simsiam"], {"algorithm": "simsiam", "optimizer": "adam"}),
         (["--algorithm", "triplet", "--eval-every", "2"], {"eval_every": 2}),
     ],
