@@ -39,19 +39,29 @@ SLOW_PAGES = {"README.md", "docs/getting-started.md"}
 SHELLS = ("bash", "sh", "shell", "console")
 
 
+# The replicas a page's `MirroredStrategy()` gets in this process, where it would otherwise
+# take all 8 logical CPUs of tests/conftest.py: tracing a synchronised step grows with the
+# replica count, and 2 still makes every batch norm a cross-replica one.
+DOC_REPLICAS = 2
+
+
 class _FreshKeysMirroredStrategy(tf.distribute.MirroredStrategy):
-    """A MirroredStrategy with collective keys of its own.
+    """A MirroredStrategy with collective keys of its own, over 2 devices when none is named.
 
     Each page is a program of its own, but the pages run in one test process, where two
     MirroredStrategy objects would reuse the same collective keys: a collective of the second
-    would meet the first's instance of another shape.
+    would meet the first's instance of another shape. A page's `MirroredStrategy()` means
+    "all visible GPUs, else the CPU": on a machine without GPUs, as here, it gets the first
+    `DOC_REPLICAS` logical CPUs.
     """
 
     _key_bases = itertools.count(start=1_000_000, step=100_000)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, devices=None, cross_device_ops=None):
         self._collective_key_base = next(self._key_bases)
-        super().__init__(*args, **kwargs)
+        if devices is None and not tf.config.list_logical_devices("GPU"):
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")[:DOC_REPLICAS]]
+        super().__init__(devices, cross_device_ops)
 
 
 def _page_param(path):
@@ -63,6 +73,12 @@ def test_the_pages_hold_python_blocks():
     # The collection itself can fail: a moved docs folder would leave nothing to run.
     assert "README.md" in {document_id(path) for path in WITH_PYTHON}
     assert any(document_id(path).startswith("docs/guides/") for path in WITH_PYTHON)
+
+
+def test_a_pages_strategy_synchronises_two_replicas_unless_it_names_its_devices():
+    assert _FreshKeysMirroredStrategy().num_replicas_in_sync == DOC_REPLICAS > 1
+    one = tf.config.list_logical_devices("CPU")[:1]
+    assert _FreshKeysMirroredStrategy([d.name for d in one]).num_replicas_in_sync == 1
 
 
 @pytest.mark.parametrize("path", [_page_param(path) for path in WITH_PYTHON])
