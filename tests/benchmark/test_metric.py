@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from benchmark import report
+from benchmark.common import RESULTS_DIR
 from benchmark.metric import losses as metric_losses
 from benchmark.metric import small_batch as metric_small_batch
 from benchmark.metric import small_batch_tables as tables
@@ -230,6 +231,15 @@ def test_report_adds_the_metric_small_batch_section_and_its_plot(tmp_path):
     check_paired_table(payload, text)
 
 
+def test_full_run_measures_quality_on_4_replicas_and_older_results_render_as_such():
+    assert metric_losses.parse_args([]).quality_replicas == 4
+    assert metric_losses.parse_args(["--quick"]).quality_replicas == 2
+    payload = json.loads((RESULTS_DIR / "metric_losses.json").read_text())
+    payload.pop("quality_replicas", None)
+    markdown = metric_losses.render_markdown(payload)
+    assert "4 replicas, trained on digits 0-5" in markdown and "batches of 4 classes" in markdown
+
+
 # Runs the benchmark end to end: out of the fast loop, still in CI.
 @pytest.mark.slow
 def test_quick_run_measures_both_minings_and_leaves_results_alone(tmp_path):
@@ -243,11 +253,15 @@ def test_quick_run_measures_both_minings_and_leaves_results_alone(tmp_path):
     assert row["bytes_gathered"] == row["global_batch"] * (64 * 4 + 16)
     minings = {r["mining"] for r in payload["quality"]}
     assert minings == {"global", "per replica"}
+    # A smoke run trains on 2 replicas, one class each, as a full run does on 4.
+    assert payload["quality_replicas"] == 2
     for r in payload["quality"]:
         for metric in ("recall@1", "map@r", "recall@1_before", "map@r_before"):
             assert 0.0 <= r[metric] <= 1.0
     markdown = (folder / "metric_losses.md").read_text()
     assert "## Cost" in markdown and "## Quality" in markdown
+    assert "2 replicas, trained on digits 0-5" in markdown and "batches of 2 classes" in markdown
+    assert "| 4 | 8 | recall@1 |" in markdown  # 4 images per replica, a global batch of 8
     assert metric_losses.render_markdown(payload) == markdown
 
 
