@@ -14,14 +14,24 @@ def as_label(label: Any) -> int | None:
     """`label` as a plain int (or `None`): an int, a NumPy integer, or one in a 1-element array
     or tensor (0.17's `index_single(x, y=tf.constant([1]))`).
 
+    Refused as `batch_add` refuses them: anything of another dtype than an
+    integer one, so a float (`1.9`, or `2.0`), a bool and a string (`"7"`),
+    which would otherwise be stored as another class than the one meant.
+
     Raises:
-        ValueError: If `label` holds more than one value.
+        ValueError: If `label` holds more than one value, or is not an
+            integer.
     """
     if label is None:
         return None
     array = np.asarray(label)
     if array.size != 1:
         raise ValueError(f"A label is one integer (or None); got {array.size} values: {label!r}.")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(
+            f"label must be an integer (a class id) or None; got {label!r} of dtype "
+            f"{array.dtype}. Pass an int or a NumPy integer."
+        )
     # Plain ints: NumPy scalars in Lookups slow every comparison down the line.
     return int(array.reshape(()))
 

@@ -162,14 +162,18 @@ class Indexer:
         Args:
             prediction: A model's prediction for one example: a `[1, dim]` or
                 `[dim]` embedding, or a multi-output prediction.
-            label: The example's class, or `None`.
+            label: The example's class: an int or a NumPy integer (or one
+                in a 1-element array), or `None`.
             data: What to keep with it (returned by lookups), or `None`.
             build: Kept for 0.17's signature; every search here is queryable
                 right after it is added to.
             verbose: Unused; kept for 0.17's signature.
 
         Raises:
-            ValueError: If the embedding is not of size `embedding_size`.
+            ValueError: If the embedding is not of size `embedding_size`, or
+                `label` is not an integer (a float such as `1.9`, a bool, a
+                string), as `batch_add` refuses such labels; nothing is
+                added then.
         """
         del build, verbose
         embedding = self._embeddings(prediction, single=True)[0]

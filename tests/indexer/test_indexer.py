@@ -289,6 +289,26 @@ def test_bad_input_is_refused_and_the_index_is_unchanged(call, message):
     assert _state(index) == before
 
 
+@pytest.mark.parametrize("label", [1.9, True, "7", np.float32(2.0), 2.0, np.array([1.5])])
+def test_add_refuses_a_label_that_is_not_an_integer_as_batch_add_does(label):
+    index, x, _ = _filled()
+    before = _state(index)
+    with pytest.raises(ValueError, match="label must be an integer"):
+        index.add(x[0], label=label)
+    with pytest.raises(ValueError, match="must be integers"):
+        index.batch_add(x[:1], labels=np.reshape(label, (1,)))
+    assert _state(index) == before
+
+
+@pytest.mark.parametrize("label", [7, np.int8(7), np.uint16(7), np.int64(7), np.array([7]), None])
+def test_add_accepts_integer_labels_and_none(label):
+    index, x, _ = _filled()
+    index.add(x[0], label=label)
+    stored = index.kv_store.get(index.size() - 1)[1]
+    expected = None if label is None else 7
+    assert stored == expected and type(stored) is type(expected)
+
+
 def test_lookup_on_an_empty_index_says_so():
     index = Indexer(embedding_size=DIM)
     with pytest.raises(ValueError, match="index is empty"):
