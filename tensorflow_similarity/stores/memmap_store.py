@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,11 @@ class MemmapStore(Store):
     `save(path)` copies the files into another folder (`compression` is
     ignored: raw rows are what makes the memory maps work); `load(path)`
     checks the saved store there completely, then copies it in over this
-    one.
+    one, or, when `path` is this store's own folder (`Indexer.load` opens a
+    saved index's store so), opens it in place, not copy-on-write: the
+    first `add` or `reset` after that warns (`UserWarning`) that the saved
+    folder's files change under its saved checksums, so it will not load
+    again until it is saved there again.
 
     Args:
         path: The folder of the files (created if needed).
@@ -74,6 +79,8 @@ class MemmapStore(Store):
             self._meta = {"dim": None, "count": 0, "data": None}
             self._write_meta()
         self._maps: dict[str, np.ndarray] | None = None
+        # The saved folder this store was opened in, until its first change warns.
+        self._opened_saved: Path | None = None
 
     @property
     def dim(self) -> int | None:
@@ -83,6 +90,7 @@ class MemmapStore(Store):
         return self._meta["count"]
 
     def reset(self) -> None:
+        self._warn_if_saved_folder_goes_stale("emptied")
         self._maps = None
         for file in self.path.glob("*.bin"):
             file.unlink()
@@ -103,6 +111,7 @@ class MemmapStore(Store):
         }
         if data_rows is not None:
             columns["data"] = data_rows
+        self._warn_if_saved_folder_goes_stale("appended to")
         count = self.size()
         self._maps = None
         for column, rows in columns.items():
@@ -180,6 +189,7 @@ class MemmapStore(Store):
             del rows
         if path.resolve() == self.path.resolve():
             self._meta, self._maps = meta, None
+            self._opened_saved = path
             return
         staged = []
         for column in (*_COLUMNS, "data"):
@@ -194,6 +204,20 @@ class MemmapStore(Store):
             os.replace(partial, target)
         self._meta = meta
         self._write_meta()
+
+    def _warn_if_saved_folder_goes_stale(self, change: str) -> None:
+        if self._opened_saved is None:
+            return
+        folder, self._opened_saved = self._opened_saved, None
+        warnings.warn(
+            f"{type(self).__name__}: the files of the index saved in {str(folder)!r} are "
+            f"being {change} in place (the store was opened there), so that saved index will "
+            f"not load until it is saved again: call save({str(folder)!r}) on the index (or "
+            "model.save) when done. To leave the saved index as it is, load it with "
+            "kv_store=MemmapStore(another_folder), which copies the records.",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def _memory_maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:

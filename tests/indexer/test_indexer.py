@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -196,11 +197,40 @@ def test_a_memmap_store_reloads_as_a_memmap_store_on_the_saved_files(tmp_path):
         [(n.label, n.distance, n.data.tolist()) for n in row] for row in before
     ]
     # Records added to the loaded index go to the saved files; saving there again keeps it whole.
-    loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    with pytest.warns(UserWarning, match="saved again"):
+        loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
     loaded.save(tmp_path / "saved")
     again = Indexer.load(tmp_path / "saved", verbose=0)
     assert again.size() == 41 and again.kv_store.get(40)[1] == 9
     assert index.size() == 40 and MemmapStore(tmp_path / "live").size() == 40
+
+
+def test_the_first_add_to_a_memmap_index_opened_in_its_saved_folder_warns(tmp_path):
+    _memmap_index(tmp_path / "live").save(tmp_path / "saved")
+    loaded = Indexer.load(tmp_path / "saved", verbose=0)
+    record = (np.zeros(DIM, np.float32), 9, np.array([-1, -1]))
+    with pytest.warns(UserWarning, match="will not load until it is saved again") as caught:
+        loaded.add(*record)
+    assert str(tmp_path / "saved") in str(caught[0].message)
+    assert "save(" in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded.add(*record)  # warned once
+    # What the warning says: the saved folder no longer loads...
+    with pytest.raises(ValueError, match="corrupt"):
+        Indexer.load(tmp_path / "saved", verbose=0)
+    # ...until it is saved again.
+    loaded.save(tmp_path / "saved")
+    assert Indexer.load(tmp_path / "saved", verbose=0).size() == 42
+
+
+def test_a_memmap_index_loaded_into_another_folder_adds_without_a_warning(tmp_path):
+    _memmap_index(tmp_path / "live").save(tmp_path / "saved")
+    copy = Indexer.load(tmp_path / "saved", verbose=0, kv_store=MemmapStore(tmp_path / "copy"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        copy.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    assert Indexer.load(tmp_path / "saved", verbose=0).size() == 40
 
 
 def test_load_into_a_given_store_copies_the_records_there(tmp_path):
