@@ -22,6 +22,7 @@ from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.datasets import IMAGE_EXTENSIONS, read_image
+from tensorflow_similarity.datasets.image_header import MAX_IMAGE_PIXELS, check_image_pixels
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models.index_mixin import index_path
 
@@ -63,6 +64,15 @@ def add_lookup_command(commands: Any) -> None:
         action="store_false",
         help="load a run whose index or model holds pickled Python objects or code (Keras' "
         "safe_mode=False): loading it runs that code, so only for a run you trust",
+    )
+    lookup.add_argument(
+        "--max-image-pixels",
+        type=int,
+        default=MAX_IMAGE_PIXELS,
+        metavar="N",
+        help="refuse an image whose header declares more pixels (width times height) than "
+        "this, before decoding it: a small file can decode to gigabytes (Pillow's default "
+        "decompression-bomb limit)",
     )
 
 
@@ -151,13 +161,18 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
     index_size = int(Indexer.read_metadata(index_path(output / "model.keras"))["size"])
     if args.k > index_size:
         raise UsageError(f"--k {args.k} is larger than the {index_size} indexed images.")
+    if args.max_image_pixels < 1:
+        raise UsageError(f"--max-image-pixels must be at least 1; got {args.max_image_pixels}.")
     size = int(run["options"]["image_size"])
     paths = image_paths(args.images)
     try:
-        images = np.stack([read_image(path, size) for path in paths])
+        # Every header first: a bomb among the images is refused before any is decoded.
+        for path in paths:
+            check_image_pixels(path, args.max_image_pixels, option="--max-image-pixels N")
+        images = np.stack([read_image(path, size, max_pixels=None) for path in paths])
     except ValueError as error:
         raise UsageError(str(error)) from None
-    model = keras.saving.load_model(output / "model.keras", safe_mode=args.safe_mode)
+    model = _load_model(output / "model.keras", args.safe_mode)
     try:
         model.load_index(output / "model.keras", safe_mode=args.safe_mode)
     except ValueError as error:
@@ -180,6 +195,21 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
             }
         )
     return results
+
+
+def _load_model(file: Path, safe_mode: bool) -> keras.Model:
+    """Loads the run's `file`, or raises `UsageError` if Keras' safe mode refuses code in it."""
+    try:
+        return keras.saving.load_model(file, safe_mode=safe_mode)
+    except ValueError as error:
+        # Keras' refusal of a Lambda layer's (or other) Python code names its own remedy.
+        if not safe_mode or "safe_mode=False" not in str(error):
+            raise
+        raise UsageError(
+            f"{str(file)!r} holds Python code (a Lambda layer, say) that Keras' safe mode "
+            "will not load, since loading it runs that code. If you trust the run, pass "
+            f"--no-safe-mode. (Keras: {str(error).split('. ')[0]}.)"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -252,16 +252,45 @@ def check_model_belongs(output: Path, run: dict[str, Any], retrain: str) -> None
             f"{str(output)!r}: run.json does not record which model.keras and index are its "
             f"run's ({why}); {how}."
         )
-    found = _fingerprints(output)
+    # A file browser's own files (Finder's .DS_Store, say) are not the run's but are no
+    # harm: the index reads only the files its metadata names and checksums.
+    found = {
+        name: digest
+        for name, digest in _fingerprints(output).items()
+        if name in recorded or not _is_os_metadata(name.rsplit("/", 1)[-1])
+    }
     # In the order they were recorded: model.keras, then the index's files.
     differing = [n for n in {**recorded, **found} if recorded.get(n) != found.get(n)]
     if differing:
         parts = list(dict.fromkeys(name.split("/")[0] + "/" * ("/" in name) for name in differing))
+
+        def listed(names: list[str], limit: int = 4) -> str:
+            more = len(names) - limit
+            return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
+
+        extra = [n for n in differing if n not in recorded]
+        details = [
+            f"{what}: {listed(names)}"
+            for what, names in [
+                ("changed", [n for n in differing if n in recorded and n in found]),
+                ("missing", [n for n in differing if n not in found]),
+                ("not written by the run", extra),
+            ]
+            if names
+        ]
+        remedy = f"Train the run again: {retrain}."
+        if len(extra) == len(differing):
+            remedy = f"Remove {listed(extra)} if it is not the run's, or train it again: {retrain}."
         raise UsageError(
             f"{str(output)!r}: {', '.join(parts)} {'is' if len(parts) == 1 else 'are'} not "
-            "what its run wrote (changed, or copied from another run, since run.json recorded "
-            f"them); lookup will not mix two runs. Train the run again: {retrain}."
+            f"what its run wrote ({'; '.join(details)}, since run.json recorded them: changed, "
+            f"or copied from another run); lookup will not mix two runs. {remedy}"
         )
+
+
+def _is_os_metadata(name: str) -> bool:
+    """Whether `name` is a file an operating system's file browser leaves in folders it shows."""
+    return name in (".DS_Store", "Thumbs.db", "desktop.ini") or name.startswith("._")
 
 
 def print_interrupted(output: Path, epochs_done: int) -> None:

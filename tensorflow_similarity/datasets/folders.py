@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from tensorflow_similarity.datasets._resize import resize_images
+from tensorflow_similarity.datasets.image_header import MAX_IMAGE_PIXELS, check_image_pixels
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
 
@@ -55,21 +56,31 @@ def subset_files(files: list[Path], limit: int | None, rng: np.random.Generator)
     return [files[i] for i in keep]
 
 
-def read_image(path: Path, image_size: int) -> np.ndarray:
+def read_image(
+    path: Path, image_size: int, max_pixels: int | None = MAX_IMAGE_PIXELS
+) -> np.ndarray:
     """Reads one image file as `load_data` reads a folder's: RGB, resized, in `[0, 1]`.
+
+    An image whose header declares more than `max_pixels` pixels is refused
+    before it is decoded (a decompression bomb: a small file that decodes
+    to gigabytes), as Pillow's `Image.MAX_IMAGE_PIXELS` guard refuses it.
 
     Args:
         path: A PNG, JPEG, GIF or BMP file.
         image_size: Side of the square output image.
+        max_pixels: The most pixels (width times height) read, or `None` for
+            no limit. Defaults to Pillow's default limit, 89,478,485.
 
     Returns:
         A `[image_size, image_size, 3]` float32 array.
 
     Raises:
-        ValueError: If the file cannot be read or decoded (named in the message).
+        ValueError: If the file cannot be read or decoded, or has more than
+            `max_pixels` pixels (named in the message).
     """
     import tensorflow as tf
 
+    check_image_pixels(path, max_pixels)
     try:
         image = tf.io.decode_image(
             Path(path).read_bytes(), channels=3, expand_animations=False, dtype=tf.float32

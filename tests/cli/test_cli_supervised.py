@@ -23,7 +23,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.augmenters import simsiam_augmenter
-from tensorflow_similarity.cli import main, run_folder
+from tensorflow_similarity.cli import lookup, main, run_folder
 from tensorflow_similarity.cli.fitting import inference_function
 from tensorflow_similarity.cli.metric import LOSSES, balanced_batches
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
@@ -598,6 +598,66 @@ def test_lookup_never_unpickles_an_index_file(runs, tmp_path, capsys):
     assert status == 2 and captured.out == ""
     assert "Python objects" in captured.err and "--no-safe-mode" in captured.err
     assert not marker.exists()
+
+
+def test_lookup_names_a_file_its_run_did_not_write_and_ignores_a_browsers_own(
+    runs, tmp_path, capsys
+):
+    copy = tmp_path / "copy"
+    shutil.copytree(runs("multisimilarity")[0], copy)
+    image = write_query_images(tmp_path / "queries", count=1)[0]
+    notes = index_path(copy / "model.keras") / "notes.txt"
+    notes.write_text("not the index's")
+    capsys.readouterr()
+    assert main(["lookup", "--output", str(copy), str(image)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tfsim: error:")
+    assert "not written by the run: model.index/notes.txt" in error and "Remove" in error
+    notes.unlink()
+    # Finder's and Windows Explorer's files: never read by the index, so no reason to refuse.
+    for name in [".DS_Store", "._memory_store.npz", "Thumbs.db"]:
+        (index_path(copy / "model.keras") / name).write_bytes(b"\x00\x01")
+    assert main(["lookup", "--output", str(copy), "--json", str(image)]) == 0
+    assert len(json.loads(capsys.readouterr().out)[0]["neighbours"]) == 5
+
+
+def test_lookup_of_a_model_with_a_lambda_layer_names_no_safe_mode(runs, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(runs("multisimilarity")[0], copy)
+    lambda_model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Lambda(lambda x: x)])
+    lambda_model.save(copy / "model.keras")
+    run_folder.finish(copy)  # whoever put it there recorded it in run.json too
+    image = write_query_images(tmp_path / "queries", count=1)[0]
+    capsys.readouterr()
+    status = main(["lookup", "--output", str(copy), str(image)])
+    captured = capsys.readouterr()
+    assert status == 2 and captured.out == ""
+    assert captured.err.startswith("tfsim: error:")
+    assert str(copy / "model.keras") in captured.err and "--no-safe-mode" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_lookup_refuses_an_image_of_too_many_pixels_before_decoding_any(
+    runs, tmp_path, capsys, monkeypatch
+):
+    finished, _ = runs("multisimilarity")
+    good = write_query_images(tmp_path / "queries", count=1)[0]
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", (12_000, 12_000)).save(bomb)  # a few kilobytes, 144 million pixels
+    decoded = []
+    monkeypatch.setattr(lookup, "read_image", lambda *args, **kwargs: decoded.append(args))
+    capsys.readouterr()
+    assert main(["lookup", "--output", str(finished), str(good), str(bomb)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tfsim: error:") and str(bomb) in error
+    assert "12,000 x 12,000 pixels" in error and "89,478,485" in error
+    assert "--max-image-pixels" in error
+    assert decoded == []
+    # The option moves the limit, both ways.
+    assert main(["lookup", "--output", str(finished), "--max-image-pixels", "63", str(good)]) == 2
+    assert "8 x 8 pixels (64)" in capsys.readouterr().err
+    assert main(["lookup", "--output", str(finished), "--max-image-pixels", "0", str(good)]) == 2
+    assert "--max-image-pixels must be at least 1" in capsys.readouterr().err
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
