@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity import augmenters
-from tensorflow_similarity.cli.errors import TrainingDiverged, UsageError
+from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
+from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.distribute.layer_walk import walk_layers
 from tensorflow_similarity.layers import recompute_batch_norm_statistics
@@ -164,60 +165,10 @@ def fit_epochs(
         epochs=args.epochs,
         initial_epoch=first_epoch,
         steps_per_epoch=steps_per_epoch,
-        callbacks=[StopOnNonFinite(steps_per_epoch, args.learning_rate), *callbacks],
+        callbacks=[StopOnNonFinite(steps_per_epoch, args.learning_rate, advice=False), *callbacks],
         verbose=(1 if sys.stdout.isatty() else 2) if chief else 0,
         shuffle=False,
     )
-
-
-class StopOnNonFinite(keras.callbacks.Callback):
-    """Stops training at the first non-finite loss, or weight at an epoch's end.
-
-    Keras' `TerminateOnNaN` with its error raised: the loss of each step is
-    checked (a NaN or infinite loss stays in the epoch's running mean), and
-    at each epoch's end the model's weights, moving batch-norm statistics
-    included (they can overflow while the loss, of batch statistics, stays
-    finite). It runs before the other callbacks, so a diverged epoch is
-    neither evaluated nor backed up: the backup keeps the last good one.
-
-    Args:
-        steps_per_epoch: Steps in an epoch, for the message.
-        learning_rate: The run's peak learning rate, for the message.
-
-    Raises:
-        TrainingDiverged: From `fit`, with the epoch and step.
-    """
-
-    def __init__(self, steps_per_epoch: int, learning_rate: float) -> None:
-        super().__init__()
-        self.steps_per_epoch = steps_per_epoch
-        self.learning_rate = learning_rate
-        self.epoch = 0
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.epoch = epoch
-
-    def _diverged(self, what: str, step: int | None) -> TrainingDiverged:
-        return TrainingDiverged(
-            what, self.epoch + 1, step, self.steps_per_epoch, self.learning_rate, self.epoch
-        )
-
-    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        loss = (logs or {}).get("loss")
-        if loss is not None and not np.isfinite(loss):
-            raise self._diverged(f"the loss became {float(loss)}", batch + 1)
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        loss = (logs or {}).get("loss")
-        if loss is not None and not np.isfinite(loss):
-            raise self._diverged(f"the loss became {float(loss)}", None)
-        bad = [v.path for v in self.model.weights if not np.isfinite(np.asarray(v)).all()]
-        if bad:
-            raise self._diverged(
-                f"{len(bad)} weight{'s' * (len(bad) > 1)} became nan or infinite "
-                f"({', '.join(bad[:3])}{', ...' * (len(bad) > 3)})",
-                None,
-            )
 
 
 def width_argument(args: argparse.Namespace) -> dict[str, float]:

@@ -22,6 +22,7 @@ from tensorflow_similarity.models.heads import (
     get_projector,
 )
 from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.models.non_finite import nan_unless_finite, with_stop_on_non_finite
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -344,7 +345,7 @@ class ContrastiveModel(IndexMixin, keras.Model):
             # As Keras does: the optimizer's variables exist before the weights are loaded.
             self.optimizer.build(self.trainable_variables)
 
-    def fit(self, x=None, *args, **kwargs):
+    def fit(self, x=None, *args, callbacks=None, stop_on_non_finite: bool = True, **kwargs):
         """`keras.Model.fit`, with datasets of view pairs packed into one tensor.
 
         A `tf.data.Dataset` of `(view1, view2)` pairs is mapped to one
@@ -352,9 +353,16 @@ class ContrastiveModel(IndexMixin, keras.Model):
         `MultiWorkerMirroredStrategy` cannot take a tuple of distributed
         values (keras-team/keras#20585), while a single tensor works under
         every strategy. The views are unpacked again in `train_step`.
+
+        A step whose views or weights are not finite reports a NaN loss, and
+        with `stop_on_non_finite=True` (the default) a `StopOnNonFinite`
+        placed before `callbacks` raises `TrainingDiverged` at the first
+        non-finite loss or weight, naming the epoch and step; `False` trains
+        on as Keras does. See `SimilarityModel.fit`.
         """
+        callbacks = with_stop_on_non_finite(callbacks, stop_on_non_finite)
         self._build_when_ready()
-        history = super().fit(_pack_pairs(x), *args, **kwargs)
+        history = super().fit(_pack_pairs(x), *args, callbacks=callbacks, **kwargs)
         self._build_when_ready()
         return history
 
@@ -442,6 +450,7 @@ class ContrastiveModel(IndexMixin, keras.Model):
             # This replica's share of the global loss: Keras losses already divide by
             # the number of replicas, so the optimizer's sum over replicas is the whole.
             share, z1, p1 = self._forward(view1, view2, training=True)
+            share = nan_unless_finite(share, (view1, view2), self.weights)
             total = share
             if self.losses:
                 regularization = tf.add_n([tf.cast(x, tf.float32) for x in self.losses])

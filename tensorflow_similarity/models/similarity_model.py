@@ -9,6 +9,11 @@ import keras
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
+from tensorflow_similarity.models.non_finite import (
+    nan_unless_finite,
+    warn_if_one_class,
+    with_stop_on_non_finite,
+)
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -163,6 +168,67 @@ class SimilarityModel(IndexMixin, keras.Model):
             steps_per_execution=steps_per_execution,
             **kwargs,
         )
+
+    def fit(
+        self,
+        x: Any = None,
+        y: Any = None,
+        *args: Any,
+        callbacks: Any = None,
+        stop_on_non_finite: bool = True,
+        **kwargs: Any,
+    ) -> keras.callbacks.History:
+        """`keras.Model.fit`, stopped with an error at the first non-finite loss.
+
+        A step whose inputs or weights are not finite reports a NaN loss
+        (see `non_finite.nan_unless_finite`: a max pooling can hide a NaN
+        from the loss while the gradients carry it), and a
+        `StopOnNonFinite` callback, placed before `callbacks`, turns the
+        first non-finite loss (each step) or weight (each epoch's end) into
+        `TrainingDiverged`, where Keras' `TerminateOnNaN` stops silently.
+
+        Labels given as an array or tensor holding one class warn: a metric
+        loss needs at least two classes (it is 0 or constant otherwise).
+        Labels inside a dataset are not read ahead to check.
+
+        Args:
+            x: As for `keras.Model.fit`.
+            y: As for `keras.Model.fit`.
+            *args: Other positional `keras.Model.fit` arguments.
+            callbacks: As for `keras.Model.fit`.
+            stop_on_non_finite: Whether to add a `StopOnNonFinite` (when
+                `callbacks` holds none). Defaults to `True`; `False` trains
+                on as Keras does (the loss still reads NaN).
+            **kwargs: Other `keras.Model.fit` arguments.
+
+        Returns:
+            The `History` of `keras.Model.fit`.
+
+        Raises:
+            TrainingDiverged: At the first non-finite loss or weight, naming
+                the epoch and step.
+            TypeError: When `stop_on_non_finite` is not a bool (before
+                training).
+        """
+        callbacks = with_stop_on_non_finite(callbacks, stop_on_non_finite)
+        warn_if_one_class(y)
+        return super().fit(x, y, *args, callbacks=callbacks, **kwargs)
+
+    def compute_loss(
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> Any:
+        """`keras.Model.compute_loss`, NaN in training when an input or weight is not finite."""
+        loss = super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        if training and loss is not None:
+            loss = nan_unless_finite(loss, x, self.weights)
+        return loss
 
     def get_compile_config(self) -> dict[str, Any] | None:
         """Keras' compile config plus the index settings, so loading recreates the index."""

@@ -83,7 +83,7 @@ def test_training_stops_at_the_first_non_finite_loss():
             _global_batches(8),
             epochs=3,
             steps_per_epoch=3,
-            callbacks=[StopOnNonFinite(3, 1e30), after],
+            callbacks=[StopOnNonFinite(3, 1e30, advice=False), after],
             verbose=0,
         )
     error = diverged.value
@@ -102,7 +102,7 @@ def test_a_non_finite_weight_stops_training_at_the_epochs_end(replicas):
         model = keras.Sequential(
             [keras.Input((3,)), keras.layers.BatchNormalization(name="bn")], name="net"
         )
-    stop = StopOnNonFinite(5, 0.1)
+    stop = StopOnNonFinite(5, 0.1, advice=False)
     stop.set_model(model)
     stop.on_epoch_begin(1)
     stop.on_epoch_end(1, {"loss": 0.5})  # all finite: nothing happens
