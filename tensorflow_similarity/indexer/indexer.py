@@ -506,19 +506,26 @@ class Indexer:
     # Saving and loading.
 
     def save(self, path: str | Path, compression: bool = True) -> None:
-        """Writes the index into the directory `path`.
+        """Writes the index into the directory `path`, whole or not at all.
 
-        The store and the search write their files first; the metadata
+        The store and the search write their files, then the metadata
         (`index_metadata.json`: the settings, the calibration and the
-        checksums of every file and of itself) is written last, atomically,
-        so a save that did not finish leaves metadata whose checksums refuse
-        the files it did not describe. What is written, and how each store
-        is kept, is described in `tensorflow_similarity.indexer.persistence`.
+        checksums of every file and of itself), into a hidden sibling
+        folder; once all is flushed to disk it replaces `path` by renames,
+        so a kill or a full disk at any moment leaves `path` holding the
+        old save or the new one, and `load` reads either. What is written,
+        and how each store is kept, is described in
+        `tensorflow_similarity.indexer.persistence`.
 
         Args:
             path: The directory (created if needed).
             compression: Whether the store compresses its data. Defaults to
                 `True`.
+
+        Raises:
+            OSError: If a file cannot be written (a full disk, say): it
+                names the file (and the space left) and the previous save in
+                `path` is unchanged.
         """
         persistence.save_index(self, path, compression=compression)
 

@@ -22,18 +22,32 @@ up to the end of the saved records: bytes past them (a crashed append)
 do not count, and records added to an index loaded on the folder change
 the description, so such a folder loads again only once the index is
 saved there again (which hashes its files anew).
+
+A save replaces a folder whole or not at all: everything is written into
+the hidden sibling `.NAME.partial`, flushed to disk, and switched in by
+renames (`tensorflow_similarity._atomic`), so a kill or a full disk at any
+moment leaves the old save or the new one; `load` reads the old one from
+its backup sibling `.NAME.old` if the kill came between the renames, and
+the next save tidies up. A failed save raises an `OSError` naming the file
+(and, for a full disk, the space left) and leaves the old save as it was.
+A `MemmapStore` that lives in the folder is copied into the new one too.
+An index saved with its model (`SimilarityModel.save`) records the model's
+identity (`"model"`: the SHA-256 of its file and of its weights), which
+`load_index` of the model checks.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
-import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity.classification_metrics import make_classification_metric
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.search import SEARCH_NAMES, Search
@@ -51,14 +65,82 @@ METADATA_FILE = "index_metadata.json"
 # checksums ("files", "metadata_sha256") were added within version 2: metadata without
 # them still loads (see load).
 FORMAT_VERSION = 2
-# Files are hashed this many bytes at a time.
-_HASH_CHUNK = 2**24
 
 
 def save_index(index: Indexer, path: str | Path, compression: bool = True) -> None:
-    """Writes `index` into the directory `path`: see `Indexer.save`."""
+    """Writes `index` into the directory `path`, whole or not at all: see `Indexer.save`."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    _atomic.recover_dir(path)
+    staged = stage_index(index, path, compression=compression)
+    try:
+        old = _atomic.switch_dir(staged, path)
+    except OSError as error:
+        _atomic.discard_dir(staged)
+        _atomic.recover_dir(path)
+        raise save_failed(error, "Saving the index", path) from error
+    _atomic.discard_dir(old)
+
+
+def stage_index(
+    index: Indexer,
+    path: str | Path,
+    compression: bool = True,
+    model: dict[str, str] | None = None,
+) -> Path:
+    """Writes `index` into the staging sibling of `path` and returns that folder.
+
+    `_atomic.switch_dir` switches it in. On any error the staging folder is
+    deleted and an `OSError` names the save, the file and, for a full disk,
+    the space left.
+
+    Args:
+        index: The index.
+        path: The folder the save is for.
+        compression: Whether the store compresses its data.
+        model: The identity of the model saved with it (`"sha256"` of its
+            file, `"weights_sha256"` of its weights), recorded in the
+            metadata so that a mismatched pair is refused at load.
+    """
+    staged = _atomic.staging_path(Path(path))
+    _atomic.discard_dir(staged)
+    try:
+        _write_index(index, staged, compression, model)
+    except BaseException as error:
+        _atomic.discard_dir(staged)
+        if isinstance(error, OSError):
+            raise save_failed(error, "Saving the index", Path(path)) from error
+        raise
+    return staged
+
+
+def save_failed(error: OSError, what: str, destination: Path) -> OSError:
+    """An `OSError` saying that `what` to `destination` failed, on what file, and why.
+
+    A full disk also says the space left there; the message says the
+    previous save is kept, which the staging of every save guarantees.
+    """
+    file = error.filename or destination
+    reason = error.strerror or str(error)
+    free = ""
+    if error.errno == errno.ENOSPC:
+        try:
+            left = shutil.disk_usage(destination.parent if destination.parent.exists() else ".")
+            free = f" ({left.free / 2**20:.1f} MiB free on that disk)"
+        except OSError:
+            free = ""
+    return OSError(
+        error.errno,
+        f"{what} to {str(destination)!r} failed writing {str(file)!r}: {reason}{free}. "
+        "The previous save there (if any) is unchanged; free space or choose another "
+        "folder and save again.",
+    )
+
+
+def _write_index(
+    index: Indexer, path: Path, compression: bool, model: dict[str, str] | None
+) -> None:
+    """Writes the store's and the search's files, then the metadata, into `path`."""
+    path.mkdir(parents=True)
     metadata = {
         "format_version": FORMAT_VERSION,
         "size": index.size(),
@@ -86,10 +168,10 @@ def save_index(index: Indexer, path: str | Path, compression: bool = True) -> No
     files: dict[str, int | None] = dict.fromkeys(index.search.saved_files())
     files.update(index.kv_store.saved_files(path))
     metadata["files"] = {name: _checksum(path / name, length) for name, length in files.items()}
+    if model is not None:
+        metadata["model"] = dict(model)
     metadata["metadata_sha256"] = _metadata_digest(json.loads(json.dumps(metadata)))
-    partial = path / (METADATA_FILE + ".partial")
-    partial.write_text(json.dumps(metadata))
-    os.replace(partial, path / METADATA_FILE)
+    _atomic.write_text(path / METADATA_FILE, json.dumps(metadata))
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -100,7 +182,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         ValueError: If the metadata is corrupt or of another format
             version.
     """
-    file = Path(path) / METADATA_FILE
+    file = _atomic.readable_dir(path) / METADATA_FILE
     if not file.is_file():
         raise FileNotFoundError(
             f"No saved index in {str(path)!r} (no {METADATA_FILE}). Pass the directory "
@@ -151,7 +233,7 @@ def load_index(
 
     A failed check raises and leaves nothing loaded.
     """
-    path = Path(path)
+    path = _atomic.readable_dir(path)
     metadata = read_metadata(path)
     saved_distance = distance_canonicalizer(metadata["distance"])
     if distance is not None and distance_canonicalizer(distance).name != saved_distance.name:
@@ -351,16 +433,7 @@ def _checksum(file: Path, length: int | None) -> dict[str, Any]:
 
 def _sha256(file: Path, length: int) -> str:
     """The hex SHA-256 of the first `length` bytes of `file`, read a chunk at a time."""
-    digest = hashlib.sha256()
-    with open(file, "rb") as handle:
-        remaining = length
-        while remaining:
-            block = handle.read(min(remaining, _HASH_CHUNK))
-            if not block:
-                break
-            digest.update(block)
-            remaining -= len(block)
-    return digest.hexdigest()
+    return _atomic.sha256_file(file, length)
 
 
 def _metadata_digest(metadata: dict[str, Any]) -> str:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.evaluators import Evaluator
-from tensorflow_similarity.indexer import Indexer
+from tensorflow_similarity.indexer import Indexer, persistence
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 from tensorflow_similarity.types import Lookup
@@ -228,20 +230,49 @@ class IndexLookupMixin:
         return self._index.to_data_frame(num_items=num_items)
 
     def save_index(self, filepath: str | Path, compression: bool = True) -> None:
-        """Writes the index to `index_path(filepath)` (beside a `.keras` file).
+        """Writes the index to `index_path(filepath)` (beside a `.keras` file), whole or not at all.
+
+        The index is written into a hidden sibling folder and switched in
+        by renames once flushed to disk (see `Indexer.save`), with the
+        identity of the model (the SHA-256 of its weights and, if
+        `filepath` is a saved model file, of that file), so that
+        `load_index` refuses it for another model.
 
         Args:
             filepath: The model's file (`model.keras`) or a folder.
             compression: Compress the stored data. Defaults to `True`.
+
+        Raises:
+            OSError: If a file cannot be written (it names the file and,
+                for a full disk, the space left); the previous save is kept.
         """
-        self._index.save(index_path(filepath), compression=compression)
+        model_file, folder = Path(filepath), index_path(filepath)
+        recover_pair(model_file, folder)
+        identity = {"weights_sha256": self._weights_sha256()}
+        if _is_model_file(model_file) and model_file.is_file():
+            identity["sha256"] = _atomic.sha256_file(model_file)
+        staged = persistence.stage_index(
+            self._index, folder, compression=compression, model=identity
+        )
+        try:
+            old = _atomic.switch_dir(staged, folder)
+        except OSError as error:
+            _atomic.discard_dir(staged)
+            _atomic.recover_dir(folder)
+            raise persistence.save_failed(error, "Saving the index", folder) from error
+        _atomic.discard_dir(old)
 
     def load_index(self, filepath: str | Path, safe_mode: bool = True) -> None:
         """Replaces the index by the one `save_index(filepath)` (or `save`) wrote.
 
         The saved index must have the model's embedding size and, if the
         model already has an index (from `compile` or `create_index`), its
-        distance; on any error the model keeps its index.
+        distance; an index saved by `save` or `save_index` must also belong
+        to this model (saved from a model of the same weights) and to the
+        model file `filepath` beside it. On any error the model keeps its
+        index. A save killed while switching its files in leaves the old
+        pair or the new one, and `load_index` reads the pair the model file
+        belongs to.
 
         Args:
             filepath: What was given to `save_index` or `save`.
@@ -254,17 +285,37 @@ class IndexLookupMixin:
         Raises:
             FileNotFoundError: If nothing was saved there.
             ValueError: If the saved index has another distance or size, is
-                corrupt, or (in safe mode) holds pickled data.
+                corrupt, belongs to another model or model file, or (in
+                safe mode) holds pickled data.
         """
+        folder = _index_of_model_file(Path(filepath))
         current = self._ix
         embedding_output = None if current is None else current.embedding_output
-        self._ix = Indexer.load(
-            index_path(filepath),
+        index = Indexer.load(
+            folder,
             verbose=0,
             distance=None if current is None else current.distance,
             embedding_size=self._index_embedding_size(embedding_output),
             safe_mode=safe_mode,
         )
+        recorded = (Indexer.read_metadata(folder).get("model") or {}).get("weights_sha256")
+        if recorded is not None and recorded != self._weights_sha256():
+            raise ValueError(
+                f"The index in {str(folder)!r} was saved with a model of other weights than "
+                f"this {type(self).__name__}'s, so its embeddings are not this model's. Load "
+                "the model saved with it (keras.saving.load_model of the file beside it), "
+                "or index the examples again with this model."
+            )
+        self._ix = index
+
+    def _weights_sha256(self) -> str:
+        """The hex SHA-256 of the model's weights (shapes, dtypes and values, in order)."""
+        digest = hashlib.sha256()
+        for weight in self.get_weights():
+            weight = np.ascontiguousarray(weight)
+            digest.update(f"{weight.dtype.str}{weight.shape}".encode())
+            digest.update(weight.tobytes())
+        return digest.hexdigest()
 
     # Checks made before any prediction.
 
@@ -350,3 +401,68 @@ def canonical_distance(distance: Distance | str, loss: Any) -> Distance:
             )
         return distance_canonicalizer(found)
     return distance_canonicalizer(distance)
+
+
+def _is_model_file(path: Path) -> bool:
+    return path.suffix in (".keras", ".h5")
+
+
+def _recorded_model_sha256(folder: Path) -> str | None:
+    """The SHA-256 of the model file the index in `folder` was saved with, if recorded."""
+    try:
+        metadata = Indexer.read_metadata(folder)
+    except (FileNotFoundError, ValueError):
+        return None
+    return (metadata.get("model") or {}).get("sha256")
+
+
+def recover_pair(model_file: Path, folder: Path) -> None:
+    """Resolves a save of a model file and its index folder that a crash interrupted.
+
+    `IndexMixin.save` switches the index folder in first, then the model
+    file: if the crash came between the two, the staged model file the new
+    index records is switched in too (rolling forward); any other state is
+    resolved as `_atomic.recover_dir` does, and a staged model file left is
+    deleted.
+    """
+    staged = _atomic.staging_path(model_file)
+    if (
+        staged.is_file()
+        and folder.is_dir()
+        and _atomic.backup_path(folder).is_dir()
+        and _recorded_model_sha256(folder) == _atomic.sha256_file(staged)
+    ):
+        _atomic.replace_file(staged, model_file)
+    staged.unlink(missing_ok=True)
+    _atomic.recover_dir(folder)
+
+
+def _index_of_model_file(filepath: Path) -> Path:
+    """The index folder of the model file `filepath`, checked to belong to it.
+
+    Between the two renames of a save, the index folder is new and the
+    model file old: the old index, kept as the folder's backup until the
+    model file is switched, is the one that belongs to it.
+
+    Raises:
+        ValueError: If the index was saved with another model file.
+    """
+    folder = _atomic.readable_dir(index_path(filepath))
+    if not (_is_model_file(filepath) and filepath.is_file()):
+        return folder
+    recorded = _recorded_model_sha256(folder)
+    if recorded is None:
+        return folder
+    found = _atomic.sha256_file(filepath)
+    if recorded == found:
+        return folder
+    backup = _atomic.backup_path(index_path(filepath))
+    if backup.is_dir() and _recorded_model_sha256(backup) == found:
+        return backup
+    raise ValueError(
+        f"The index in {str(folder)!r} was saved with another {filepath.name} than the one "
+        f"beside it (the SHA-256 of {str(filepath)!r} is not the one the index records): the "
+        "model file was replaced or the index copied from another save since. Nothing was "
+        "loaded. Save the model and its index together again (model.save), or load the "
+        "index saved with this model file."
+    )

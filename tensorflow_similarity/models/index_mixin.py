@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity.classification_metrics import (
     ClassificationMetric,
     make_classification_metric,
 )
+from tensorflow_similarity.indexer import persistence
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
 from tensorflow_similarity.models.index_lookup_mixin import (
@@ -20,6 +22,7 @@ from tensorflow_similarity.models.index_lookup_mixin import (
     canonical_distance,
     check_length,
     index_path,
+    recover_pair,
 )
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
 from tensorflow_similarity.types import CalibrationResults
@@ -67,7 +70,15 @@ class IndexMixin(IndexLookupMixin):
         save_traces: bool = True,
         **kwargs: Any,
     ) -> None:
-        """`keras.Model.save`, and the index beside the file (see `index_path`).
+        """`keras.Model.save`, and the index beside the file (see `index_path`), all or nothing.
+
+        The model file and the index are written to hidden siblings
+        (`.model.partial.keras`, `.model.index.partial/`), flushed to disk,
+        and switched in by renames, the index first: after a kill or a full
+        disk at any moment the model file and its index are the old pair or
+        the new one, and `load_index` reads the pair. The index records the
+        identity of the model (the SHA-256 of the file and of the weights),
+        so an index is refused for another model or file.
 
         The arguments are 0.17's, in its order. Keras 3 writes `.keras` files
         (configs and weights, optimizer state included); the SavedModel-only
@@ -94,6 +105,8 @@ class IndexMixin(IndexLookupMixin):
         Raises:
             ValueError: If `signatures` or `options` is given (before anything
                 is written), or what `keras.Model.save` raises.
+            OSError: If a file cannot be written (a full disk, say): it names
+                the file (and the space left), and the previous save is kept.
         """
         del save_traces
         for name, value in (("signatures", signatures), ("options", options)):
@@ -105,9 +118,61 @@ class IndexMixin(IndexLookupMixin):
                 )
         if save_format is not None:
             kwargs["save_format"] = save_format
-        super().save(filepath, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs)
-        if save_index and self._ix is not None:
-            self.save_index(filepath, compression=compression)
+        model_file = Path(filepath)
+        with_index = save_index and self._ix is not None
+        if (
+            model_file.suffix not in (".keras", ".h5")
+            or not kwargs.get("zipped", True)
+            or (not overwrite and model_file.exists())
+        ):
+            # Keras' own checks and prompts (an unzipped folder, "overwrite?") apply.
+            super().save(
+                filepath, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs
+            )
+            if with_index:
+                self.save_index(filepath, compression=compression)
+            return
+        folder = index_path(model_file)
+        recover_pair(model_file, folder)
+        staged_model = _atomic.staging_path(model_file)
+        what = f"{type(self).__name__}.save"
+        try:
+            super().save(
+                staged_model, overwrite=True, include_optimizer=include_optimizer, **kwargs
+            )
+            _atomic.fsync_file(staged_model)
+            if not with_index:
+                _atomic.replace_file(staged_model, model_file)
+                return
+            identity = {
+                "sha256": _atomic.sha256_file(staged_model),
+                "weights_sha256": self._weights_sha256(),
+            }
+            staged_index = persistence.stage_index(
+                self._index, folder, compression=compression, model=identity
+            )
+        except BaseException as error:
+            staged_model.unlink(missing_ok=True)
+            if isinstance(error, OSError):
+                raise persistence.save_failed(error, what, model_file) from error
+            raise
+        # The index first, then the model file: until the model file is switched its old
+        # index stays as the folder's backup, which load_index reads for the old file.
+        try:
+            old_index = _atomic.switch_dir(staged_index, folder)
+        except OSError as error:
+            _atomic.discard_dir(staged_index)
+            staged_model.unlink(missing_ok=True)
+            _atomic.recover_dir(folder)
+            raise persistence.save_failed(error, what, folder) from error
+        try:
+            _atomic.replace_file(staged_model, model_file)
+        except OSError as error:
+            _atomic.discard_dir(folder)
+            staged_model.unlink(missing_ok=True)
+            _atomic.recover_dir(folder)
+            raise persistence.save_failed(error, what, model_file) from error
+        _atomic.discard_dir(old_index)
 
     # Evaluation, calibration and matching.
 

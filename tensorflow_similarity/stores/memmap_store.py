@@ -12,6 +12,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity.stores.npz import check_finite_rows
 from tensorflow_similarity.stores.store import Store
 
@@ -270,9 +271,7 @@ class MemmapStore(Store):
 
     def _write_meta(self) -> None:
         meta = {"format_version": FORMAT_VERSION, "kind": type(self).__name__, **self._meta}
-        partial = self.path / (META_NAME + ".partial")
-        partial.write_text(json.dumps(meta))
-        os.replace(partial, self.path / META_NAME)
+        _atomic.write_text(self.path / META_NAME, json.dumps(meta))
 
 
 def _read_meta(path: Path, owner: str) -> dict[str, Any]:

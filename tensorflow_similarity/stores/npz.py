@@ -17,12 +17,13 @@ saved embeddings with NaN or infinite values, which an index never holds.
 from __future__ import annotations
 
 import io
-import os
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from tensorflow_similarity import _atomic
 
 # How many values check_finite_rows scans at once.
 _CHUNK_ELEMENTS = 2**22
@@ -46,9 +47,7 @@ def write_npz(
         **arrays,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(buffer.getvalue())
-    os.replace(partial, path)
+    _atomic.write_bytes(path, buffer.getvalue())
 
 
 def read_npz(
