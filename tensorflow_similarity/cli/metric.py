@@ -38,6 +38,7 @@ from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.cli import fitting, metric_report
 from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.disk_full import disk_full_is_usage_error
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation, build_index
 from tensorflow_similarity.cli.run import Job
@@ -319,8 +320,10 @@ class MetricJob(Job):
     def save(self, output: Path) -> None:
         data = self.data
         self.index = build_index(self.embed(data.x_train), data.y_train, data=list(data.x_train))
-        self.model.save(output / "model.keras", save_index=False)
-        self.index.save(index_path(output / "model.keras"))
+        # Saved as the model's index, so that the pair is switched in together.
+        self.model._index = self.index
+        with disk_full_is_usage_error():
+            self.model.save(output / "model.keras")
 
     def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
         return metric_report.summary(

@@ -26,6 +26,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import fitting, pretrain_report
 from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.disk_full import disk_full_is_usage_error
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
     augmented_queries,
@@ -217,7 +218,8 @@ class PretrainJob(Job):
         )
 
     def save(self, output: Path) -> None:
-        self.model.save(output / "model.keras")
+        with disk_full_is_usage_error():
+            self.model.save(output / "model.keras")
 
     def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
         return pretrain_report.summary(records, before, self.knn_pixels)
