@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,13 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _load_model(file: Path, safe_mode: bool) -> keras.Model:
-    """Loads the run's `file`, or raises `UsageError` if Keras' safe mode refuses code in it."""
+    """Loads the run's `file`, or raises `UsageError` if it is cut short or safe mode refuses it."""
+    # Keras says "File not found" of a .keras file that exists but is not a whole zip.
+    if file.is_file() and not zipfile.is_zipfile(file):
+        raise UsageError(
+            f"{str(file)!r} is truncated or corrupt: it is not a whole .keras (zip) file "
+            f"({file.stat().st_size} bytes). Train the run again, or restore the file from a copy."
+        )
     try:
         return keras.saving.load_model(file, safe_mode=safe_mode)
     except ValueError as error:
