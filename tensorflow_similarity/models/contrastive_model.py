@@ -22,7 +22,7 @@ from tensorflow_similarity.models.heads import (
     get_projector,
 )
 from tensorflow_similarity.models.index_mixin import IndexMixin
-from tensorflow_similarity.models.non_finite import nan_unless_finite, with_stop_on_non_finite
+from tensorflow_similarity.models.non_finite import fit_arguments, nan_unless_finite
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -360,9 +360,9 @@ class ContrastiveModel(IndexMixin, keras.Model):
         non-finite loss or weight, naming the epoch and step; `False` trains
         on as Keras does. See `SimilarityModel.fit`.
         """
-        callbacks = with_stop_on_non_finite(callbacks, stop_on_non_finite)
+        args, keywords = fit_arguments(args, 4, callbacks, stop_on_non_finite)
         self._build_when_ready()
-        history = super().fit(_pack_pairs(x), *args, callbacks=callbacks, **kwargs)
+        history = super().fit(_pack_pairs(x), *args, **keywords, **kwargs)
         self._build_when_ready()
         return history
 

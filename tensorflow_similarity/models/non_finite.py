@@ -71,6 +71,33 @@ def with_stop_on_non_finite(callbacks: Any, stop_on_non_finite: bool) -> Any:
     return [StopOnNonFinite(), *given]
 
 
+def fit_arguments(
+    args: Sequence[Any], position: int, callbacks: Any, stop_on_non_finite: bool
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`keras.Model.fit`'s positional and keyword arguments, `StopOnNonFinite` added.
+
+    Args:
+        args: The positional arguments after those the caller names itself.
+        position: Where `callbacks` falls in `args`, as in Keras' signature.
+        callbacks: The `callbacks` keyword.
+        stop_on_non_finite: See `with_stop_on_non_finite`.
+
+    Returns:
+        `(args, keywords)`: `callbacks` stays where it was given.
+
+    Raises:
+        TypeError: When `callbacks` is given both ways, or for a bad
+            `stop_on_non_finite`.
+    """
+    if len(args) > position:
+        if callbacks is not None:
+            raise TypeError("fit() got multiple values for argument 'callbacks'.")
+        args = list(args)
+        args[position] = with_stop_on_non_finite(args[position], stop_on_non_finite)
+        return tuple(args), {}
+    return tuple(args), {"callbacks": with_stop_on_non_finite(callbacks, stop_on_non_finite)}
+
+
 def warn_if_one_class(y: Any) -> None:
     """Warns when labels given as an array or tensor hold a single class.
 

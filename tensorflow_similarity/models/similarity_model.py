@@ -10,9 +10,9 @@ from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
 from tensorflow_similarity.models.non_finite import (
+    fit_arguments,
     nan_unless_finite,
     warn_if_one_class,
-    with_stop_on_non_finite,
 )
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
@@ -210,9 +210,10 @@ class SimilarityModel(IndexMixin, keras.Model):
             TypeError: When `stop_on_non_finite` is not a bool (before
                 training).
         """
-        callbacks = with_stop_on_non_finite(callbacks, stop_on_non_finite)
+        # After y, Keras' order is batch_size, epochs, verbose, callbacks.
+        args, keywords = fit_arguments(args, 3, callbacks, stop_on_non_finite)
         warn_if_one_class(y)
-        return super().fit(x, y, *args, callbacks=callbacks, **kwargs)
+        return super().fit(x, y, *args, **keywords, **kwargs)
 
     def compute_loss(
         self,

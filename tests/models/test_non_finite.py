@@ -42,9 +42,9 @@ def _backbone(head: bool) -> keras.Model:
     return inputs, outputs
 
 
-def _similarity_model() -> SimilarityModel:
+def _similarity_model(replicas: int = 2) -> SimilarityModel:
     keras.utils.set_random_seed(0)
-    with mirrored_strategy(2).scope():
+    with mirrored_strategy(replicas).scope():
         model = SimilarityModel(*_backbone(head=True))
         model.compile("adam", loss=MultiSimilarityLoss())
     return model
@@ -70,7 +70,7 @@ def _fit(model, images: np.ndarray, **kwargs):
         labels = np.arange(len(images)) % 4
         return model.fit(images, labels, batch_size=BATCH, shuffle=False, verbose=0, **kwargs)
     pairs = tf.data.Dataset.from_tensor_slices((images, images[::-1].copy())).batch(BATCH)
-    return model.fit(pairs, verbose=0, **kwargs)
+    return model.fit(pairs, shuffle=False, verbose=0, **kwargs)
 
 
 MODELS = {
@@ -101,27 +101,37 @@ def test_a_bad_pixel_stops_fit_with_the_epoch_and_step(kind, bad):
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_with_the_stop_off_the_loss_is_nan_whenever_the_weights_are(kind):
     model = MODELS[kind]()
-    history = _fit(model, _images(float("nan")), epochs=2, stop_on_non_finite=False)
+    history = _fit(model, _images(float("nan")), epochs=1, stop_on_non_finite=False)
     assert not _all_finite(model)
     assert all(np.isnan(loss) for loss in history.history["loss"]), history.history
 
 
 def test_a_finite_run_is_not_stopped_and_its_loss_unchanged():
-    model = _similarity_model()
+    model = _similarity_model(1)
     history = _fit(model, _images(None), epochs=1)
     assert np.isfinite(history.history["loss"][0]) and _all_finite(model)
 
 
 def test_a_callback_passed_by_the_user_is_not_doubled():
-    model = _similarity_model()
+    model = _similarity_model(1)
     mine = StopOnNonFinite(advice=False)
     with pytest.raises(TrainingDiverged) as diverged:
         _fit(model, _images(float("nan")), epochs=1, callbacks=[mine])
     assert str(diverged.value) == "the loss became nan at epoch 1, step 1 of 2"
 
 
+def test_callbacks_given_positionally_get_the_stop_too():
+    model = _similarity_model(1)
+    seen = []
+    mine = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: seen.append(b))
+    labels = np.arange(2 * BATCH) % 4
+    with pytest.raises(TrainingDiverged):
+        model.fit(_images(float("nan")), labels, BATCH, 1, 0, [mine])
+    assert seen == []  # stopped before the user's callback saw the step
+
+
 def test_stop_on_non_finite_must_be_a_bool_before_training():
-    model = _similarity_model()
+    model = _similarity_model(1)
     with pytest.raises(TypeError, match="stop_on_non_finite must be True or False"):
         _fit(model, _images(None), epochs=1, stop_on_non_finite="no")
     assert model.optimizer.iterations.numpy() == 0
@@ -150,13 +160,13 @@ def test_the_guard_keeps_the_gradient_of_a_finite_step():
 
 
 def test_fitting_one_class_warns():
-    model = _similarity_model()
+    model = _similarity_model(1)
     with pytest.warns(UserWarning, match="at least two classes"):
         model.fit(_images(None), np.zeros(2 * BATCH, "int32"), batch_size=BATCH, verbose=0)
 
 
 def test_fitting_several_classes_does_not_warn():
-    model = _similarity_model()
+    model = _similarity_model(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         model.fit(
