@@ -165,6 +165,46 @@ def check_new_run(output: Path, resume: bool, overwrite: bool, chief: bool = Tru
     )
 
 
+def check_outside_data(output: Path, data: Path) -> None:
+    """Raises `UsageError` if `output` is the `--data` folder or inside it (links resolved).
+
+    The run's files there would become a class of the data the next run
+    trains on and indexes.
+    """
+    resolved_output, resolved_data = output.resolve(), data.resolve()
+    if resolved_output == resolved_data or resolved_output.is_relative_to(resolved_data):
+        shown = (
+            f"{str(output)!r}"
+            if resolved_output == output.absolute()
+            else f"{str(output)!r} (that is {str(resolved_output)!r})"
+        )
+        raise UsageError(
+            f"--output {shown} is inside --data {str(data)!r} ({str(resolved_data)!r}): the "
+            "run's files would become images of a class of the data. Give an --output "
+            "outside the data folder."
+        )
+
+
+def recorded(output: Path, key: str) -> Any:
+    """The entry `key` of the run.json in `output`, `None` if there is none."""
+    return (_read_run(output) or {}).get(key)
+
+
+def check_same_replicas(output: Path, replicas: int) -> None:
+    """Raises `UsageError` if a resumed run would run on other replicas than it started on.
+
+    A default `--replicas` resolves again on resume, on whatever devices the
+    machine has now; the backup's schedule and batch norm assume the old ones.
+    """
+    saved = (recorded(output, "devices") or {}).get("replicas")
+    if saved is not None and saved != replicas:
+        raise UsageError(
+            f"the interrupted run in {str(output)!r} trained on {saved} replicas, and would "
+            f"resume on {replicas} (the devices visible now). Resume where {saved} are "
+            "visible, or start a new run with --overwrite (or in another --output)."
+        )
+
+
 def clear(output: Path) -> None:
     """Deletes the run's files from `output` (`--overwrite`), run.json last; keeps the rest.
 
@@ -173,7 +213,8 @@ def clear(output: Path) -> None:
     if not output.is_dir():
         return
     for path in run_files(output):
-        if path.is_dir():
+        # A link (to a folder kept elsewhere, say) goes itself: what it points to is not the run's.
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)

@@ -263,3 +263,131 @@ def test_a_self_supervised_run_on_one_class_warns_that_knn_accuracy_means_nothin
     assert "tfsim: warning: the training images of" in error
     assert "are all of one class (cats)" in error and "reads 1.000" in error
     assert error.index("tfsim: warning") < error.index("tfsim: interrupted")
+
+
+def test_overwrite_removes_a_symlinked_entry_itself_never_what_it_points_to(tmp_path):
+    output = lay_out(tmp_path / "out", "finished")
+    kept = tmp_path / "kept-logs"
+    (output / "logs").rename(kept)
+    (output / "logs").symlink_to(kept, target_is_directory=True)
+    (tmp_path / "kept.png").write_bytes(b"png")
+    (output / "loss.png").unlink()
+    (output / "loss.png").symlink_to(tmp_path / "kept.png")
+    run_folder.clear(output)
+    assert not (output / "logs").exists() and not (output / "logs").is_symlink()
+    assert not (output / "loss.png").is_symlink()
+    assert (kept / "train" / "events.out.tfevents.1").is_file()
+    assert (tmp_path / "kept.png").is_file()
+
+
+def test_an_output_inside_the_data_folder_is_refused_naming_both(tmp_path, capsys):
+    write_images(tmp_path / "data" / "cats", 4)
+    data = tmp_path / "data"
+    (tmp_path / "link").symlink_to(data, target_is_directory=True)
+    for output in (data, data / "run", tmp_path / "link" / "run"):
+        with pytest.raises(UsageError, match=r"is inside --data .*Give an --output outside"):
+            run_folder.check_outside_data(output, data)
+    run_folder.check_outside_data(tmp_path / "run", data)
+    run_folder.check_outside_data(tmp_path / "data-runs", data)
+    status = main(["train", "--data", str(data), "--output", str(tmp_path / "link" / "run")])
+    error = capsys.readouterr().err
+    assert status == 2 and "tfsim: error: --output" in error
+    assert str(data.resolve() / "run") in error and str(data) in error
+    assert not (data / "run").exists()  # refused before the folder was made
+
+
+def resume_args(output: Path, *options: str):
+    from tensorflow_similarity.cli.parser import build_parser, resumed_options
+
+    argv = ["train", "--output", str(output), "--resume", *options]
+    args = build_parser().parse_args(argv)
+    explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    return resumed_options(args, explicit, output)
+
+
+def default_run(output: Path, deterministic: bool = True) -> Path:
+    lay_out(output, "no epoch")
+    options = {
+        "algorithm": "simclr",
+        "replicas": None,
+        "strategy": "mirrored",
+        "sync_bn": True,
+        "sync_group_size": None,
+        "batch_size": 128,
+    }
+    run = {"options": options, "deterministic": deterministic, "devices": {"replicas": 2}}
+    (output / "run.json").write_text(json.dumps(run))
+    return output
+
+
+def test_resume_compares_an_option_left_at_its_default_with_what_it_resolved_to(tmp_path):
+    output = default_run(tmp_path / "out")
+    args = resume_args(output, "--replicas", "2", "--sync-group-size", "2", "--batch-size", "128")
+    assert args.replicas is None  # resolved again, to the same devices
+    with pytest.raises(UsageError, match="--replicas 4 differs from the interrupted run's 2"):
+        resume_args(output, "--replicas", "4")
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_resume_refuses_the_other_deterministic_and_keeps_the_runs(tmp_path, deterministic):
+    output = default_run(tmp_path / "out", deterministic)
+    other = "--no-deterministic" if deterministic else "--deterministic"
+    same = "--deterministic" if deterministic else "--no-deterministic"
+    with pytest.raises(UsageError, match=f"{other} differs from the interrupted run's {same}"):
+        resume_args(output, other)
+    assert resume_args(output, same).deterministic is deterministic
+    assert resume_args(output).deterministic is deterministic
+    assert json.loads((output / "run.json").read_text())["deterministic"] is deterministic
+
+
+def test_resume_refuses_other_replicas_than_the_run_trained_on(tmp_path):
+    output = default_run(tmp_path / "out")
+    run_folder.check_same_replicas(output, 2)
+    with pytest.raises(UsageError, match="trained on 2 replicas, and would resume on 1"):
+        run_folder.check_same_replicas(output, 1)
+
+
+def test_a_batch_the_replicas_do_not_divide_is_refused_with_the_nearest_sizes(tmp_path, capsys):
+    from tensorflow_similarity.cli.devices import check_batch_divides
+
+    check_batch_divides(12, 4)
+    with pytest.raises(UsageError, match=r"--batch-size 14 does not divide evenly over the 4 "):
+        check_batch_divides(14, 4)
+    with pytest.raises(UsageError, match=r"Use --batch-size 12 or 16, or --replicas a divisor"):
+        check_batch_divides(14, 4)
+    output = tmp_path / "out"
+    argv = ["train", *TINY[:2], "--batch-size", "15", "--replicas", "2", "--output", str(output)]
+    assert main(argv) == 2
+    assert "--batch-size 15 does not divide evenly over the 2 replicas" in capsys.readouterr().err
+    assert not (output / "run.json").exists()
+
+
+def test_resume_refuses_data_that_changed_since_the_run_started(tmp_path, capsys, monkeypatch):
+    from tensorflow_similarity.cli import command
+
+    data = tmp_path / "data"
+    write_images(data / "cats", 6)
+    write_images(data / "dogs", 6)
+    output = tmp_path / "out"
+    argv = ["train", *TINY[2:5], "--data", str(data), "--image-size", "8", "--batch-size", "4"]
+    argv += ["--projector-dim", "16", "--output", str(output)]
+    assert main(argv, callbacks=[InterruptAtTrainBegin()]) == 130
+    capsys.readouterr()
+    recorded = json.loads((output / "run.json").read_text())["data"]
+    assert sorted(recorded["files"])[:2] == ["cats/0.png", "cats/1.png"]
+    assert not (output / ".tfsim.lock").exists()
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("loaded data for a refused resume")
+
+    monkeypatch.setattr(command, "load_data", no_work)
+    resume = ["train", "--output", str(output), "--resume"]
+    (data / "dogs" / "2.png").write_bytes((data / "cats" / "3.png").read_bytes())
+    assert main(resume) == 2
+    assert "changed since the interrupted run started: 1 file changed (dogs/2.png)" in (
+        capsys.readouterr().err
+    )
+    write_images(data / "birds", 1)
+    assert main(resume) == 2
+    assert "1 file added (birds/0.png); 1 file changed (dogs/2.png)" in capsys.readouterr().err
+    assert not (output / ".tfsim.lock").exists()

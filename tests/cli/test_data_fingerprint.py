@@ -1,0 +1,72 @@
+"""`cli.data_fingerprint`: `--resume` refuses data that changed since the run started."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensorflow_similarity.cli.data_fingerprint import (
+    check_unchanged,
+    data_fingerprint,
+    describe_change,
+)
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.datasets import check_data_spec
+
+
+def folder_fingerprint(root):
+    return data_fingerprint(str(root), check_data_spec(str(root)), 8)
+
+
+@pytest.fixture
+def data(tmp_path):
+    root = tmp_path / "data"
+    for name in ("cats", "dogs"):
+        (root / name).mkdir(parents=True)
+        for i in range(3):
+            (root / name / f"{i}.png").write_bytes(f"{name} {i}".encode())
+    return root
+
+
+def test_a_folders_fingerprint_is_its_files_sizes_and_hashes(data):
+    fingerprint = folder_fingerprint(data)
+    assert sorted(fingerprint["files"]) == [
+        f"{c}/{i}.png" for c in ("cats", "dogs") for i in range(3)
+    ]
+    size, digest = fingerprint["files"]["cats/0.png"]
+    assert size == len(b"cats 0") and len(digest) == 64
+    check_unchanged(fingerprint, folder_fingerprint(data))
+
+
+def test_replaced_added_and_removed_images_are_refused_by_name(data):
+    saved = folder_fingerprint(data)
+    (data / "dogs" / "1.png").write_bytes(b"dogs 9")  # same size, other content
+    with pytest.raises(UsageError, match=r"changed since .*: 1 file changed \(dogs/1.png\)"):
+        check_unchanged(saved, folder_fingerprint(data))
+    (data / "dogs" / "1.png").write_bytes(b"dogs 1")
+    (data / "cats" / "3.png").write_bytes(b"cats 3")
+    (data / "dogs" / "0.png").unlink()
+    change = describe_change(saved, folder_fingerprint(data))
+    assert change == "1 file added (cats/3.png); 1 file removed (dogs/0.png)"
+
+
+def test_many_changes_name_the_first_few(data):
+    saved = folder_fingerprint(data)
+    for i in range(3, 8):
+        (data / "cats" / f"{i}.png").write_bytes(b"new")
+    assert describe_change(saved, folder_fingerprint(data)) == (
+        "5 files added (cats/3.png, cats/4.png, cats/5.png and 2 more)"
+    )
+
+
+def test_an_embedded_source_is_identified_by_its_loader():
+    glyphs = data_fingerprint("glyphs", None, 16)
+    assert glyphs["embedded"] and set(glyphs["packages"]) == {"matplotlib", "pillow", "fonttools"}
+    check_unchanged(glyphs, data_fingerprint("glyphs", None, 16))
+    with pytest.raises(UsageError, match="source 'glyphs' -> 'digits'"):
+        check_unchanged(glyphs, data_fingerprint("digits", None, 16))
+    upgraded = {**glyphs, "packages": {**glyphs["packages"], "matplotlib": "0.1"}}
+    assert "packages" in describe_change(upgraded, glyphs)
+
+
+def test_a_run_json_without_a_fingerprint_resumes_with_a_warning(data):
+    assert "records no fingerprint of its data" in check_unchanged(None, folder_fingerprint(data))

@@ -1,0 +1,120 @@
+"""`cli.run_lock`: one run at a time in an `--output` folder; a killed run's lock is taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tensorflow_similarity.cli import main, run_folder
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.cli.run_lock import LOCK_FILE, RunLock, check_not_in_use
+
+
+def write_lock(folder, pid, host=None):
+    holder = {"pid": pid, "host": host or socket.gethostname(), "started": "2026-01-01T00:00:00Z"}
+    (folder / LOCK_FILE).write_text(json.dumps(holder))
+
+
+@pytest.fixture
+def live_pid():
+    """The pid of a live process of this host, reaped at the end."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait(timeout=30)
+    return process.pid
+
+
+def test_the_lock_records_its_holder_refuses_a_second_and_is_released(tmp_path):
+    with RunLock(tmp_path):
+        holder = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+        assert holder["started"].endswith("Z")
+        with pytest.raises(
+            UsageError, match=rf"is in use by another tfsim run \(pid {os.getpid()}"
+        ):
+            RunLock(tmp_path).acquire()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_the_lock_is_released_when_the_run_fails(tmp_path):
+    with pytest.raises(RuntimeError), RunLock(tmp_path):
+        raise RuntimeError("training failed")
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_a_lock_held_by_a_live_process_is_refused(tmp_path, live_pid):
+    write_lock(tmp_path, live_pid)
+    with pytest.raises(UsageError, match=rf"in use by another tfsim run \(pid {live_pid} on host"):
+        check_not_in_use(tmp_path)
+    with pytest.raises(UsageError, match="Wait for it to end, stop it, or give another --output"):
+        RunLock(tmp_path).acquire()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == live_pid
+
+
+def test_a_stale_lock_of_a_killed_process_is_named_and_taken_over(tmp_path, capsys):
+    pid = dead_pid()
+    write_lock(tmp_path, pid)
+    check_not_in_use(tmp_path)
+    lock = RunLock(tmp_path)
+    lock.acquire()
+    assert f"taking over the stale lock {str(tmp_path / LOCK_FILE)!r}" in capsys.readouterr().err
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    lock.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_an_empty_lock_is_stale_only_once_its_writer_had_time(tmp_path):
+    (tmp_path / LOCK_FILE).write_text("")
+    with pytest.raises(UsageError, match="another tfsim run is starting there"):
+        RunLock(tmp_path).acquire()
+    old = time.time() - 60
+    os.utime(tmp_path / LOCK_FILE, (old, old))
+    with RunLock(tmp_path):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+def test_a_lock_from_another_host_is_refused_with_how_to_delete_it(tmp_path):
+    write_lock(tmp_path, 1, host="elsewhere.example")
+    with pytest.raises(UsageError, match=rf"another host .*rm {tmp_path / LOCK_FILE}"):
+        RunLock(tmp_path).acquire()
+
+
+def test_the_lock_is_not_a_runs_file(tmp_path):
+    with RunLock(tmp_path):
+        assert run_folder.run_files(tmp_path) == []
+        run_folder.check_new_run(tmp_path, resume=False, overwrite=False)
+        run_folder.clear(tmp_path)
+        assert (tmp_path / LOCK_FILE).is_file()
+
+
+def test_a_second_run_on_a_folder_in_use_is_refused_before_any_work(
+    tmp_path, live_pid, capsys, monkeypatch
+):
+    from tensorflow_similarity.cli import command
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("loaded data for a refused run")
+
+    monkeypatch.setattr(command, "load_data", no_work)
+    write_lock(tmp_path, live_pid)
+    (tmp_path / "run.json").write_text(json.dumps({"options": {}}))
+    status = main(["train", "--data", "digits", "--overwrite", "--output", str(tmp_path)])
+    assert status == 2
+    assert f"tfsim: error: --output {str(tmp_path)!r} is in use by another tfsim run" in (
+        capsys.readouterr().err
+    )
+    assert (tmp_path / "run.json").is_file()  # --overwrite deleted nothing
