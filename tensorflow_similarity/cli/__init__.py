@@ -53,7 +53,11 @@ What a training command writes to `--output` (default `tfsim-output`):
 
 A folder holds one run: a new run in a folder that holds one is refused
 unless `--overwrite` deletes that run's files first (the names above, never
-anything else; see `run_folder`).
+anything else; see `run_folder`), and a run in a folder another live run is
+using is refused (`.tfsim.lock`, see `run_lock`). `--output` inside `--data`
+is refused. `--resume` refuses data that changed since the run started (its
+fingerprint in run.json, see `data_fingerprint`) and any option that changes
+the run, `--deterministic` included, unless it equals what the run resolved.
 
 A seeded run is reproducible on the same machine (`--deterministic`, on by
 default), and a run interrupted and resumed ends with the weights of the
@@ -62,12 +66,17 @@ unreadable image, a batch smaller than the replicas, an option of the other
 job, a folder holding another run, ...) ends with `tfsim: error: ...` and exit
 status 2 before any model is built; Ctrl-C or SIGTERM ends with exit status
 130 and keeps what was written; a non-finite loss or weight stops training
-with exit status 3 and no model.keras. TensorFlow's C++ log is hidden unless
+with exit status 3 and no model.keras. Under `--strategy multi-worker`, each
+task waits at most `--worker-timeout` seconds for the others to start, and a
+task lost during training ends the others; both end with exit status 4,
+naming the task (`cluster`). TensorFlow's C++ log is hidden unless
 `TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
 
 Modules: `command` (`main`), `parser` (the commands, their options and
 checks; the metric job's own in `metric_options`, lookup's in `lookup`),
 `errors` (the errors and exit statuses), `devices` (replicas and strategy),
+`cluster` (the multi-worker cluster's bounded wait and lost tasks),
+`run_lock` and `data_fingerprint` (one run per folder, the data it trained on),
 `run` (the run skeleton both jobs share, and the `Job` each fills in),
 `fitting` (backup, the fit call, inference), `report` (history.json,
 TensorBoard, run.json, what both summaries share), `run_folder` (one run

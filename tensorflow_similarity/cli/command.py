@@ -13,8 +13,15 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity.cli import devices, lookup, run_folder
-from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from tensorflow_similarity.cli import devices, lookup, run_folder, run_lock
+from tensorflow_similarity.cli.data_fingerprint import check_unchanged, data_fingerprint
+from tensorflow_similarity.cli.errors import (
+    EXIT_CLUSTER,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ClusterError,
+    UsageError,
+)
 from tensorflow_similarity.cli.metric import MetricJob
 from tensorflow_similarity.cli.parser import (
     build_parser,
@@ -76,6 +83,9 @@ def main(
         except UsageError as error:
             print(f"tfsim: error: {error}", file=sys.stderr)
             return EXIT_USAGE
+        except ClusterError as error:
+            print(f"tfsim: error: {error}", file=sys.stderr)
+            return EXIT_CLUSTER
         except KeyboardInterrupt:
             # Interrupted before training started (training handles its own interruption).
             print("\ntfsim: interrupted before training started.", file=sys.stderr)
@@ -138,20 +148,48 @@ def _run(
     if args.command == "lookup":
         return lookup.run(args)
     output = Path(args.output).expanduser()
-    run_folder.check_new_run(
-        output, args.resume, args.overwrite, devices.is_chief_process(args.strategy)
-    )
+    chief = devices.is_chief_process(args.strategy)
+    if chief:
+        run_lock.check_not_in_use(output)
+    run_folder.check_new_run(output, args.resume, args.overwrite, chief)
     if args.resume:
         args = resumed_options(args, explicit, output)
     args = resolve_defaults(args, explicit)
     check_numbers(args)
-    check_output(output)
     try:
-        check_data_spec(args.data)
+        files = check_data_spec(args.data)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if files is not None:
+        run_folder.check_outside_data(output, Path(args.data))
+    check_output(output)
+    lock = run_lock.RunLock(output)
+    if chief:
+        lock.acquire()
+    try:
+        if chief:
+            # Again under the lock: another run may have started since the first check.
+            run_folder.check_new_run(output, args.resume, args.overwrite, chief)
+        return _run_locked(args, output, files, callbacks, chief)
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    args: argparse.Namespace,
+    output: Path,
+    files: list[Path] | None,
+    callbacks: Sequence[keras.callbacks.Callback],
+    chief: bool,
+) -> int:
     plan = devices.plan_devices(args.strategy, args.replicas)
     devices.check_replicas(args, plan.replicas)
+    fingerprint = data_fingerprint(args.data, files, args.image_size)
+    if args.resume and chief:
+        run_folder.check_same_replicas(output, plan.replicas)
+        warning = check_unchanged(run_folder.recorded(output, "data"), fingerprint)
+        if warning:
+            print(f"tfsim: warning: {warning}", file=sys.stderr, flush=True)
     devices.create_logical_cpus(plan)
     try:
         data = load_data(args.data, args.image_size, seed=args.seed, limit=args.limit)
@@ -159,4 +197,4 @@ def _run(
         raise UsageError(str(error)) from None
     job = JOBS[job_of(args)]
     job.check_data(args, data)
-    return start(job(args, plan, data), output, callbacks)
+    return start(job(args, plan, data), output, callbacks, data_fingerprint=fingerprint)

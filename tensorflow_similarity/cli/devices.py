@@ -15,7 +15,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from tensorflow_similarity.cli.parser import DEFAULT_CPU_REPLICAS, UsageError
+from tensorflow_similarity.cli.cluster import wait_for_cluster
+from tensorflow_similarity.cli.parser import (
+    DEFAULT_CPU_REPLICAS,
+    DEFAULT_WORKER_TIMEOUT,
+    UsageError,
+)
 
 
 @dataclass(frozen=True)
@@ -108,11 +113,28 @@ def check_replicas(args: argparse.Namespace, replicas: int) -> None:
             f"replica needs at least one image. Use --batch-size {replicas} or more, or fewer "
             "replicas."
         )
+    check_batch_divides(args.batch_size, replicas)
     group = args.sync_group_size
     if group is not None and replicas % group:
         raise UsageError(
             f"--sync-group-size {group} does not divide the {replicas} replicas; use a "
             f"divisor of {replicas}."
+        )
+
+
+def check_batch_divides(batch_size: int, replicas: int) -> None:
+    """Raises `UsageError` unless `replicas` divide the global batch evenly.
+
+    Keras' `fit` under a strategy gives each replica an equal share of every
+    batch, so a remainder would fail inside training.
+    """
+    if batch_size % replicas:
+        below = batch_size // replicas * replicas
+        sizes = f"{below} or {below + replicas}" if below else str(replicas)
+        raise UsageError(
+            f"--batch-size {batch_size} does not divide evenly over the {replicas} replicas "
+            f"(each replica takes an equal share of the batch). Use --batch-size {sizes}, or "
+            "--replicas a divisor of the batch size."
         )
 
 
@@ -125,11 +147,21 @@ def create_logical_cpus(plan: DevicePlan) -> None:
         )
 
 
-def make_strategy(strategy: str, plan: DevicePlan) -> tf.distribute.Strategy:
-    """Returns the `tf.distribute` strategy named by `--strategy` over `plan`'s devices."""
+def make_strategy(
+    strategy: str, plan: DevicePlan, worker_timeout: float = DEFAULT_WORKER_TIMEOUT
+) -> tf.distribute.Strategy:
+    """Returns the `tf.distribute` strategy named by `--strategy` over `plan`'s devices.
+
+    Under `multi-worker`, first waits at most `worker_timeout` seconds for
+    the cluster's other tasks (`cluster.wait_for_cluster`).
+
+    Raises:
+        ClusterError: If the cluster did not form within `worker_timeout`.
+    """
     if strategy == "one-device":
         return tf.distribute.OneDeviceStrategy(plan.devices[0])
     if strategy == "multi-worker":
+        wait_for_cluster(worker_timeout)
         return tf.distribute.MultiWorkerMirroredStrategy()
     return tf.distribute.MirroredStrategy(plan.devices)
 

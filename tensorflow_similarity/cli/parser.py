@@ -41,6 +41,8 @@ DEFAULT_EPOCHS = 3
 DEFAULT_BATCH_SIZE = 128
 DEFAULT_LEARNING_RATE = 0.05
 DEFAULT_CPU_REPLICAS = 2
+# Seconds a task of --strategy multi-worker waits for the cluster's others to start.
+DEFAULT_WORKER_TIMEOUT = 300.0
 OPTIMIZERS = ("sgd", "adam")
 ADAM_LEARNING_RATE = 1e-3
 # Defaults of each job that depend on the embedded data set (the others apply otherwise).
@@ -239,6 +241,14 @@ def _add_run_arguments(
         help="tf.distribute strategy: MirroredStrategy on this machine, "
         "MultiWorkerMirroredStrategy over the cluster in TF_CONFIG (replicas: workers x "
         "local GPUs, or one CPU per worker), or OneDeviceStrategy",
+    )
+    command.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=default(DEFAULT_WORKER_TIMEOUT),
+        metavar="SECONDS",
+        help="--strategy multi-worker: how long each task waits for the cluster's other tasks "
+        "to start; past it the run ends with an error naming the tasks that never answered",
     )
     command.add_argument(
         "--data",
@@ -543,15 +553,24 @@ def resumed_options(
             contradicts the saved one.
     """
     check_resumable(output)
-    run_file = output / "run.json"
-    saved = json.loads(run_file.read_text())["options"]
-    for key in RUN_OPTIONS:
-        if key in explicit and explicit[key] != saved.get(key):
+    run = json.loads((output / "run.json").read_text())
+    saved = run["options"]
+    resolved = _resolved_run_options(run)
+    for key in (*RUN_OPTIONS, "deterministic"):
+        if key in explicit and key in resolved and explicit[key] != resolved[key]:
             flag = "--" + key.replace("_", "-")
+            value = resolved.get(key)
+            if isinstance(value, bool):
+                given = flag if explicit[key] else "--no-" + flag[2:]
+                theirs = flag if value else "--no-" + flag[2:]
+                difference = f"{given} differs from the interrupted run's {theirs}"
+            else:
+                difference = (
+                    f"{flag} {explicit[key]!r} differs from the interrupted run's {value!r}"
+                )
             raise UsageError(
-                f"{flag} {explicit[key]!r} differs from the interrupted run's "
-                f"{saved.get(key)!r}. --resume continues that run with its own options; "
-                "drop the option, or start a new run in another --output."
+                f"{difference}. --resume continues that run with its own options; drop the "
+                "option, or start a new run in another --output."
             )
     command_job = COMMAND_JOBS.get(args.command)
     saved_job = "supervised" if saved.get("algorithm") in SUPERVISED_ALGORITHMS else "ssl"
@@ -563,7 +582,30 @@ def resumed_options(
         )
     merged = vars(args).copy()
     merged.update({key: saved.get(key) for key in RUN_OPTIONS})
+    if isinstance(run.get("deterministic"), bool):
+        merged["deterministic"] = run["deterministic"]
     return argparse.Namespace(**merged)
+
+
+def _resolved_run_options(run: dict[str, Any]) -> dict[str, Any]:
+    """The run options of a run.json, each as the run resolved it.
+
+    run.json keeps `--replicas` and `--sync-group-size` as given (`None`
+    for the default, so that a resume on this machine resolves them again);
+    a resume that spells out the value the default resolved to is the same
+    run. `--deterministic` is kept beside the options.
+    """
+    resolved = {key: None for key in RUN_OPTIONS}
+    resolved.update(run.get("options", {}))
+    replicas = (run.get("devices") or {}).get("replicas")
+    if replicas is not None and resolved.get("strategy") != "multi-worker":
+        if resolved.get("replicas") is None:
+            resolved["replicas"] = replicas
+        if resolved.get("sync_group_size") is None and resolved.get("sync_bn"):
+            resolved["sync_group_size"] = replicas
+    if "deterministic" in run:
+        resolved["deterministic"] = run["deterministic"]
+    return resolved
 
 
 def check_numbers(args: argparse.Namespace) -> None:
@@ -580,6 +622,8 @@ def check_numbers(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be at least {low}; got {value}.")
     if args.algorithm in SUPERVISED_ALGORITHMS:
         check_supervised_numbers(args)
+    if not (math.isfinite(args.worker_timeout) and args.worker_timeout > 0):
+        raise UsageError(f"--worker-timeout must be a positive number; got {args.worker_timeout}.")
     if args.replicas is not None and args.replicas < 1:
         raise UsageError(f"--replicas must be a positive integer; got {args.replicas}.")
     if args.limit is not None and args.limit < 2:

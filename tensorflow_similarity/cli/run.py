@@ -7,7 +7,9 @@ resume, the figures before training, run.json, the `fit` call with tfsim's
 callbacks, then (chief only) the model, summary.json, the plots and the
 record that the run finished, and last the backup's deletion. Ctrl-C (or
 SIGTERM, as `command.main` maps it) during training or writing ends it with
-`EXIT_INTERRUPTED` and keeps what was written.
+`EXIT_INTERRUPTED` and keeps what was written; under `--strategy
+multi-worker`, a task of the cluster lost during training ends the others with
+`EXIT_CLUSTER`, their backups kept (`cluster.report_lost_task`).
 
 A `Job` supplies only what differs: its model, its batches, its evaluation
 callbacks and figures before training, its lines, its saved model, summary
@@ -28,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tensorflow_similarity.cli import devices, report, run_folder
+from tensorflow_similarity.cli import cluster, devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
 from tensorflow_similarity.cli.fitting import (
@@ -133,8 +135,20 @@ class Job(abc.ABC):
         """The line printed last: what was written, and what to do next."""
 
 
-def start(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = ()) -> int:
+def start(
+    job: Job,
+    output: Path,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+    data_fingerprint: dict[str, Any] | None = None,
+) -> int:
     """Runs `job` once every check has passed; with `--overwrite`, deletes the old run first.
+
+    Args:
+        job: The job, with its checked options, devices and data.
+        output: The run's folder.
+        callbacks: More Keras callbacks (see `run`).
+        data_fingerprint: The data's fingerprint, recorded in run.json
+            (`data_fingerprint.data_fingerprint`). Defaults to none.
 
     Returns:
         `run`'s exit status, or `errors.EXIT_DIVERGED` if training diverged.
@@ -144,12 +158,17 @@ def start(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] 
     if args.overwrite:
         run_folder.clear(output if chief else output / f"worker-{devices.task_index()}")
     try:
-        return run(job, output, callbacks)
+        return run(job, output, callbacks, data_fingerprint)
     except TrainingDiverged as error:
         return run_folder.report_divergence(output, error, chief)
 
 
-def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = ()) -> int:
+def run(
+    job: Job,
+    output: Path,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+    data_fingerprint: dict[str, Any] | None = None,
+) -> int:
     """Trains, evaluates and writes the outputs of one run of `job`.
 
     Args:
@@ -157,10 +176,13 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
         output: The run's folder.
         callbacks: More Keras callbacks, run after tfsim's own (the backup
             of an epoch is written before they see its end).
+        data_fingerprint: Recorded in run.json as `"data"`, which
+            `--resume` compares. Defaults to none.
 
     Returns:
-        The exit status: 0, or `EXIT_INTERRUPTED` on `KeyboardInterrupt`
-        during training or writing.
+        The exit status: 0, `EXIT_INTERRUPTED` on `KeyboardInterrupt`
+        during training or writing, or `EXIT_CLUSTER` when a multi-worker
+        run lost a task of its cluster.
 
     Raises:
         UsageError: If the model cannot be built from the options, or
@@ -171,7 +193,7 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
     keras.utils.set_random_seed(args.seed)
     if args.deterministic:
         tf.config.experimental.enable_op_determinism()
-    strategy = make_strategy(args.strategy, plan)
+    strategy = make_strategy(args.strategy, plan, args.worker_timeout)
     chief = is_chief(strategy)
     worker_dir = output if chief else output / f"worker-{task_index()}"
     worker_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +219,8 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
         records = saved.get("epochs", [])[:first_epoch]
     before = job.figures_before(saved)
     if chief:
-        report.write_run_file(output, args, plan, **job.run_file_extra())
+        extra = {"data": data_fingerprint} if data_fingerprint is not None else {}
+        report.write_run_file(output, args, plan, **extra, **job.run_file_extra())
 
     timer = report.EpochTimer(steps_per_epoch * args.batch_size)
     recorder = report.HistoryWriter(history_file if chief else None, records, before, timer)
@@ -241,6 +264,10 @@ def run(job: Job, output: Path, callbacks: Sequence[keras.callbacks.Callback] = 
     except KeyboardInterrupt:
         run_folder.print_interrupted(output, backup.epochs_saved)
         return EXIT_INTERRUPTED
+    except tf.errors.OpError as error:
+        if args.strategy != "multi-worker" or not cluster.is_peer_failure(error):
+            raise
+        return cluster.report_lost_task(error, args.command, str(output), backup.epochs_saved)
     if chief:
         print(job.table(summary))
         print(job.last_line(output))

@@ -1,0 +1,290 @@
+"""A `--strategy multi-worker` cluster: a bounded wait for its tasks, and the end of a lost one.
+
+`MultiWorkerMirroredStrategy()` blocks until every task of `TF_CONFIG`'s
+cluster has started, with no limit, inside a TensorFlow call that holds
+Python's interpreter lock (no Python thread or signal handler runs until it
+returns): a worker that never starts keeps the others waiting forever,
+printing nothing. So before the strategy exists, `wait_for_cluster` meets the
+other tasks on the ports `TF_CONFIG` gives them, in plain Python: each task
+listens on its own port and connects to every other's, and goes on once it
+has reached every task and every task has reached it (then it closes its
+port, for TensorFlow's server to take). The wait is announced and bounded by
+`--worker-timeout`; at the limit it raises `ClusterError` naming the tasks
+that never answered, and a task whose `TF_CONFIG` lists another cluster is
+refused at once.
+
+A task lost during training (killed, its machine gone) makes the collectives
+of every other task fail with a TensorFlow error naming the peer;
+`report_lost_task` turns it into `tfsim: error:` naming the task, the backup
+every worker keeps and the `--resume` command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from tensorflow_similarity.cli.errors import EXIT_CLUSTER, ClusterError
+
+# The TensorFlow errors a collective ends in when a peer is gone.
+_PEER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.FailedPreconditionError,
+)
+_TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+# Seconds between two tries to reach a task that did not answer yet.
+_RETRY = 0.2
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the cluster: its job (`worker` or `chief`), index and address."""
+
+    job: str
+    index: int
+    address: str
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.index} ({self.address})"
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rpartition(":")[2])
+
+    @property
+    def host(self) -> str:
+        return self.address.rpartition(":")[0].strip("[]")
+
+
+def cluster_tasks() -> tuple[list[Task], Task | None]:
+    """The tasks of `TF_CONFIG`'s cluster that train, and this process's own task.
+
+    Returns:
+        `(tasks, own)`: the chief (if any) then the workers, and this
+        process's task (`None` without a valid `TF_CONFIG`).
+    """
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        cluster = config.get("cluster", {})
+        tasks = [
+            Task(job, index, str(address))
+            for job in ("chief", "worker")
+            for index, address in enumerate(cluster.get(job, []))
+        ]
+        own_job, own_index = config["task"]["type"], int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return [], None
+    own = next((t for t in tasks if (t.job, t.index) == (own_job, own_index)), None)
+    return tasks, own
+
+
+def _digest(tasks: list[Task]) -> str:
+    return hashlib.sha256(json.dumps([t.address for t in tasks]).encode()).hexdigest()[:16]
+
+
+def _listen(own: Task) -> socket.socket:
+    try:
+        if socket.has_dualstack_ipv6():
+            return socket.create_server(
+                ("", own.port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False
+            )
+        return socket.create_server(("", own.port))
+    except OSError as error:
+        raise ClusterError(
+            f"this task, {own}, cannot listen on port {own.port} ({error.strerror or error}): "
+            "another program holds it. Free the port, or give this task another one in every "
+            "task's TF_CONFIG."
+        ) from None
+
+
+class _Rendezvous:
+    """Who this task has reached, and who reached it (see the module)."""
+
+    def __init__(self, own: Task, tasks: list[Task]) -> None:
+        self.own, self.digest = own, _digest(tasks)
+        self.others = [task for task in tasks if task != own]
+        self.reached: set[Task] = set()
+        self.heard: set[tuple[str, int]] = set()
+        self.foreign: list[str] = []
+        self.lock = threading.Lock()
+
+    def hello(self) -> bytes:
+        return (json.dumps([self.own.job, self.own.index, self.digest]) + "\n").encode()
+
+    def accept(self, listener: socket.socket, stop: threading.Event) -> None:
+        listener.settimeout(_RETRY)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(5)
+                try:
+                    job, index, digest = json.loads(connection.makefile().readline())
+                    connection.sendall(b"ok\n")
+                except (OSError, ValueError, TypeError):
+                    continue
+            with self.lock:
+                if digest != self.digest:
+                    self.foreign.append(f"{job} {index}")
+                else:
+                    self.heard.add((job, int(index)))
+
+    def reach(self, task: Task) -> bool:
+        try:
+            with socket.create_connection((task.host, task.port), timeout=2) as connection:
+                connection.settimeout(5)
+                connection.sendall(self.hello())
+                return connection.makefile().readline().strip() == "ok"
+        except (OSError, ValueError):
+            return False
+
+    def complete(self) -> bool:
+        with self.lock:
+            return len(self.reached) == len(self.others) and all(
+                (t.job, t.index) in self.heard for t in self.others
+            )
+
+
+def wait_for_cluster(timeout: float) -> None:
+    """Waits at most `timeout` seconds for every other task of the cluster (see the module).
+
+    Returns at once outside a cluster of several tasks. Prints on stderr
+    that it waits, for how long and for which tasks.
+
+    Args:
+        timeout: Seconds to wait, positive.
+
+    Raises:
+        ClusterError: If a task has not answered within `timeout`, naming it
+            and how to start it, or if a task's `TF_CONFIG` lists another
+            cluster.
+    """
+    tasks, own = cluster_tasks()
+    if own is not None and len(tasks) > 1:
+        meet(own, tasks, timeout)
+
+
+def meet(own: Task, tasks: list[Task], timeout: float) -> None:
+    """`wait_for_cluster` for the cluster `tasks`, as the task `own`.
+
+    Raises:
+        ClusterError: As `wait_for_cluster`.
+    """
+    meeting = _Rendezvous(own, tasks)
+    print(
+        f"tfsim: waiting up to {timeout:g} s for the cluster's {len(tasks)} tasks to start "
+        f"(this is {own}; --worker-timeout sets the limit).",
+        file=sys.stderr,
+        flush=True,
+    )
+    deadline = time.monotonic() + timeout
+    stop = threading.Event()
+    with _listen(own) as listener:
+        listening = threading.Thread(target=meeting.accept, args=(listener, stop), daemon=True)
+        listening.start()
+        try:
+            while not meeting.complete() and not meeting.foreign:
+                if time.monotonic() > deadline:
+                    break
+                for task in meeting.others:
+                    if task not in meeting.reached and meeting.reach(task):
+                        meeting.reached.add(task)
+                time.sleep(_RETRY)
+        finally:
+            stop.set()
+            listening.join(timeout=5)
+    if meeting.foreign:
+        raise ClusterError(
+            f"the TF_CONFIG of {', '.join(meeting.foreign)} lists another cluster than this "
+            f'task\'s ({own}): every task must list the same "cluster", in the same order, '
+            'with its own "task".'
+        )
+    if meeting.complete():
+        return
+    _raise_timeout(timeout, meeting)
+
+
+def _raise_timeout(timeout: float, meeting: _Rendezvous) -> None:
+    silent = [task for task in meeting.others if task not in meeting.reached]
+    deaf = [
+        task
+        for task in meeting.others
+        if task in meeting.reached and (task.job, task.index) not in meeting.heard
+    ]
+    parts = []
+    if silent:
+        verb = "never answered" if len(silent) == 1 else "never answered, each of them"
+        parts.append(
+            f"{', '.join(map(str, silent))} {verb}. Start tfsim with the same options on "
+            + "; on ".join(
+                f'{t.job} {t.index} (TF_CONFIG "task": {{"type": "{t.job}", "index": {t.index}}})'
+                for t in silent
+            )
+        )
+    if deaf:
+        parts.append(
+            f"{', '.join(map(str, deaf))} answered but never reached this task at "
+            f"{meeting.own.address}: check that its TF_CONFIG lists this address and that "
+            "the port is open to it"
+        )
+    raise ClusterError(
+        f"the multi-worker cluster did not form within {timeout:g} s ({meeting.own}): "
+        + "; ".join(parts)
+        + ". Start the missing tasks, or give them longer with --worker-timeout. No model was "
+        "trained."
+    )
+
+
+def is_peer_failure(error: BaseException) -> bool:
+    """Whether `error` is how a collective ends when another task of the cluster is gone."""
+    return isinstance(error, _PEER_ERRORS) or (
+        isinstance(error, tf.errors.OpError) and "Collective ops is aborted" in str(error)
+    )
+
+
+def lost_task(error: BaseException) -> str:
+    """The task a peer failure names (`"worker 1 (host:port)"`), other than this one."""
+    tasks, own = cluster_tasks()
+    own_name = (own.job, own.index) if own else None
+    for job, index in _TASK_NAME.findall(str(error)):
+        if (job, int(index)) != own_name:
+            task = next((t for t in tasks if (t.job, t.index) == (job, int(index))), None)
+            return str(task) if task else f"{job} {index}"
+    return "another task of the cluster"
+
+
+def report_lost_task(error: BaseException, command: str, output: str, epochs_done: int) -> int:
+    """Prints which task was lost and how to resume; returns `EXIT_CLUSTER`."""
+    cause = str(error).strip().splitlines()
+    cause_words = next((line for line in cause if "aborted by" in line), cause[0] if cause else "")
+    cause_words = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", cause_words).strip()
+    kept = (
+        f"backup/ keeps epoch {epochs_done} on every worker"
+        if epochs_done
+        else "no epoch was completed, so --resume starts from the first"
+    )
+    print(
+        f"tfsim: error: lost {lost_task(error)} of the multi-worker cluster during training "
+        f"(TensorFlow: {cause_words or type(error).__name__}). {kept}. Once every task can run "
+        f"again, continue on each with its own TF_CONFIG: tfsim {command} --strategy "
+        f"multi-worker --output {output} --resume",
+        file=sys.stderr,
+        flush=True,
+    )
+    return EXIT_CLUSTER
