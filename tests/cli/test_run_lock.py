@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import pytest
 
 from tensorflow_similarity.cli import main, run_folder
@@ -118,3 +119,30 @@ def test_a_second_run_on_a_folder_in_use_is_refused_before_any_work(
         capsys.readouterr().err
     )
     assert (tmp_path / "run.json").is_file()  # --overwrite deleted nothing
+
+
+class SecondRunAtTrainBegin(keras.callbacks.Callback):
+    """Starts a second `tfsim` run on the same folder while the first one trains."""
+
+    def __init__(self, argv):
+        super().__init__()
+        self.argv, self.status = argv, None
+
+    def on_train_begin(self, logs=None):
+        self.status = main(self.argv)
+
+
+def test_a_second_run_started_while_the_first_trains_is_refused(tmp_path, capsys):
+    output = tmp_path / "out"
+    options = ["--data", "digits", "--strategy", "one-device", "--no-deterministic"]
+    options += ["--limit", "120", "--batch-size", "16", "--projector-dim", "16", "--epochs", "1"]
+    second = SecondRunAtTrainBegin(["pretrain", *options, "--overwrite", "--output", str(output)])
+    assert main(["pretrain", *options, "--output", str(output)], callbacks=[second]) == 0
+    error = capsys.readouterr().err
+    assert second.status == 2
+    assert f"tfsim: error: --output {str(output)!r} is in use by another tfsim run (pid " in error
+    assert f"(pid {os.getpid()} on host {socket.gethostname()!r}" in error
+    # The first run's files are whole, and its lock is gone.
+    assert json.loads((output / "run.json").read_text())["finished"]
+    assert [r["epoch"] for r in json.loads((output / "history.json").read_text())["epochs"]] == [1]
+    assert not (output / LOCK_FILE).exists()
