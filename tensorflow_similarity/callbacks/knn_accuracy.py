@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int, check_number
+from tensorflow_similarity.l2_normalize import l2_normalize
 
 # Queries are scored in chunks so the similarity matrix stays
 # `_QUERY_CHUNK x memory size` however many queries there are.
@@ -78,11 +79,11 @@ def knn_accuracy(
     position = np.clip(np.searchsorted(classes, test_labels), 0, num_classes - 1)
     test_classes = np.where(classes[position] == test_labels, position, -1)
 
-    memory = tf.math.l2_normalize(tf.constant(train_embeddings, tf.float32), axis=1)
+    memory = l2_normalize(tf.constant(train_embeddings, tf.float32), axis=1)
     memory_classes = tf.constant(train_classes.reshape(-1), tf.int32)
     correct = 0
     for start in range(0, len(test_embeddings), _QUERY_CHUNK):
-        queries = tf.math.l2_normalize(
+        queries = l2_normalize(
             tf.constant(test_embeddings[start : start + _QUERY_CHUNK], tf.float32), axis=1
         )
         similarity = tf.matmul(queries, memory, transpose_b=True)

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity.distances.distance import Distance
+from tensorflow_similarity.l2_normalize import l2_normalize
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -32,6 +33,6 @@ class CosineDistance(Distance):
     default_name = "cosine"
 
     def call(self, query_embeddings: tf.Tensor, key_embeddings: tf.Tensor) -> tf.Tensor:
-        query_embeddings = tf.math.l2_normalize(query_embeddings, axis=1)
-        key_embeddings = tf.math.l2_normalize(key_embeddings, axis=1)
+        query_embeddings = l2_normalize(query_embeddings, axis=1)
+        key_embeddings = l2_normalize(key_embeddings, axis=1)
         return tf.maximum(1.0 - tf.matmul(query_embeddings, key_embeddings, transpose_b=True), 0.0)

@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int
+from tensorflow_similarity.l2_normalize import l2_normalize
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -55,8 +56,8 @@ class CosineClassifier(keras.layers.Layer):
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         dtype = keras.backend.result_type(inputs.dtype, "float32")
-        embeddings = tf.math.l2_normalize(tf.cast(inputs, dtype), axis=1)
-        centres = tf.math.l2_normalize(tf.cast(self.kernel, dtype), axis=0)
+        embeddings = l2_normalize(tf.cast(inputs, dtype), axis=1)
+        centres = l2_normalize(tf.cast(self.kernel, dtype), axis=0)
         return tf.matmul(embeddings, centres)
 
     def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:

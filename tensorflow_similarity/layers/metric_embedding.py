@@ -5,15 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-from keras import ops
 
-# As tf.math.l2_normalize: a zero row stays zero instead of becoming NaN.
-_MIN_SQUARED_NORM = 1e-12
-# The gradient through a row of norm r above the floor is the incoming one times up to 1 / r:
-# 1e6 at the floor above, past float16's largest value (65504) for any incoming gradient above
-# 0.07, and an infinite gradient turns every weight below it into NaN. In float16 the floor is
-# 1e-6 (a norm of 1e-3, below float16's resolution of a unit vector's components).
-_MIN_SQUARED_NORM_FLOAT16 = 1e-6
+from tensorflow_similarity.l2_normalize import l2_normalize
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -50,14 +43,4 @@ class MetricEmbedding(keras.layers.Dense):
         super().__init__(units, **kwargs)
 
     def call(self, inputs, training=None):
-        z = super().call(inputs, training=training)
-        if self.compute_dtype in ("float16", "bfloat16"):
-            z = ops.cast(z, "float32")
-        floor = _MIN_SQUARED_NORM_FLOAT16 if self.compute_dtype == "float16" else _MIN_SQUARED_NORM
-        squared_norm = ops.sum(ops.square(z), axis=-1, keepdims=True)
-        normalised = z * ops.rsqrt(ops.maximum(squared_norm, floor))
-        # The direction of a row below the floor is undefined: it gets no gradient (as a ReLU
-        # at zero), rather than the incoming one times 1 / sqrt(floor). `where` selects, so an
-        # infinite incoming gradient (a float32 loss's gradient cast to float16) stays out too.
-        z = ops.where(squared_norm < floor, ops.stop_gradient(normalised), normalised)
-        return ops.cast(z, self.compute_dtype)
+        return l2_normalize(super().call(inputs, training=training))

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
 from tensorflow_similarity.distribute.collectives import gather_global_batch
+from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 
@@ -90,7 +91,7 @@ class SimCLRLoss(GlobalBatchLoss):
         n = tf.shape(z1)[0]
         self._check_global_batch(n)
 
-        u1, u2 = tf.math.l2_normalize(z1, axis=1), tf.math.l2_normalize(z2, axis=1)
+        u1, u2 = l2_normalize(z1, axis=1), l2_normalize(z2, axis=1)
         per_anchor = tf.concat([self.contrast(u1, u2), self.contrast(u2, u1)], axis=0)
         if per_sample:
             terms = 0.5 * (per_anchor[:n] + per_anchor[n:])

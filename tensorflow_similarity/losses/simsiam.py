@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tensorflow_similarity._validation import check_choice, check_number
 from tensorflow_similarity.distribute.collectives import global_sum
+from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 
 PROJECTION_TYPES = ("negative_cosine_sim", "cosine_distance", "angular_distance")
@@ -88,8 +89,8 @@ class SimSiamLoss(GlobalBatchLoss):
 
     def call(self, projector: tf.Tensor, predictor: tf.Tensor) -> tf.Tensor:
         dtype = computation_dtype(predictor.dtype)
-        target = tf.math.l2_normalize(tf.stop_gradient(tf.cast(projector, dtype)), axis=1)
-        prediction = tf.math.l2_normalize(tf.cast(predictor, dtype), axis=1)
+        target = l2_normalize(tf.stop_gradient(tf.cast(projector, dtype)), axis=1)
+        prediction = l2_normalize(tf.cast(predictor, dtype), axis=1)
         cosines = tf.reduce_sum(target * prediction, axis=1)
         terms = _PROJECTIONS[self.projection_type](cosines) + self.margin
         if self.reduction in (None, "none"):

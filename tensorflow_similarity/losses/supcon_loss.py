@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
+from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.losses.metric_loss import MetricLoss
 from tensorflow_similarity.losses.mining import masked_logsumexp
 
@@ -65,8 +66,8 @@ class SupConLoss(MetricLoss):
         super().__init__(distance=None, name=name, reduction=reduction, dtype=dtype)
 
     def per_anchor_loss(self, query_labels, query_embeddings, key_labels, key_embeddings):
-        queries = tf.math.l2_normalize(query_embeddings, axis=1)
-        keys = tf.math.l2_normalize(key_embeddings, axis=1)
+        queries = l2_normalize(query_embeddings, axis=1)
+        keys = l2_normalize(key_embeddings, axis=1)
         logits = tf.matmul(queries, keys, transpose_b=True) / self.temperature
         positive_mask, negative_mask = self.pair_masks(query_labels, key_labels)
         log_norm = masked_logsumexp(logits, tf.logical_or(positive_mask, negative_mask))

@@ -13,6 +13,7 @@ from tensorflow_similarity import losses
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.models.heads import (
     ALGORITHMS,
     _check_algorithm,
@@ -596,7 +597,7 @@ def _num_replicas() -> int:
 
 
 def _normalised_std(x: tf.Tensor) -> tf.Tensor:
-    x = tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1)
+    x = l2_normalize(tf.cast(x, tf.float32), axis=-1)
     return tf.reduce_mean(tf.math.reduce_std(x, axis=0))
 
 

@@ -18,6 +18,7 @@ from tensorflow_similarity.distances import (
     InnerProductSimilarity,
     SquaredEuclideanDistance,
 )
+from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.search.search import Search
 from tensorflow_similarity.stores.growing_array import GrowingArray
 from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
@@ -142,7 +143,7 @@ class LinearSearch(Search):
         """Returns the `[n, k]` distances and positions of one chunk of queries."""
         distance = self.distance
         if isinstance(distance, CosineDistance):
-            queries = tf.math.l2_normalize(queries, axis=1)
+            queries = l2_normalize(queries, axis=1)
             similarities, positions = tf.math.top_k(tf.matmul(queries, keys, transpose_b=True), k)
             return tf.maximum(1.0 - similarities, 0.0), positions
         if isinstance(distance, InnerProductSimilarity):
