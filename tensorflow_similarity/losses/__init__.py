@@ -8,7 +8,7 @@ The self-supervised ones are called as `loss(view1_output, view2_output)`
 from __future__ import annotations
 
 from tensorflow_similarity.losses.arcface_loss import ArcFaceLoss
-from tensorflow_similarity.losses.barlow import Barlow
+from tensorflow_similarity.losses.barlow import Barlow, BarlowTwinsLoss
 from tensorflow_similarity.losses.circle_loss import CircleLoss
 from tensorflow_similarity.losses.metric_loss import MetricLoss
 from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
@@ -19,12 +19,13 @@ from tensorflow_similarity.losses.simsiam import SimSiamLoss
 from tensorflow_similarity.losses.softnn_loss import SoftNearestNeighborLoss
 from tensorflow_similarity.losses.supcon_loss import SupConLoss
 from tensorflow_similarity.losses.triplet_loss import TripletLoss
-from tensorflow_similarity.losses.vicreg import VicReg
+from tensorflow_similarity.losses.vicreg import VicReg, VICRegLoss
 from tensorflow_similarity.losses.xbm_loss import XBM
 
 __all__ = [
     "ArcFaceLoss",
     "Barlow",
+    "BarlowTwinsLoss",
     "CircleLoss",
     "MetricLoss",
     "MultiNegativesRankLoss",
@@ -35,6 +36,7 @@ __all__ = [
     "SoftNearestNeighborLoss",
     "SupConLoss",
     "TripletLoss",
+    "VICRegLoss",
     "VicReg",
     "XBM",
 ]

@@ -16,6 +16,8 @@ from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computat
 class Barlow(GlobalBatchLoss):
     """Barlow Twins loss: drive the views' cross-correlation to the identity.
 
+    Also importable as `BarlowTwinsLoss`, the same class.
+
     From Zbontar, Jing, Misra, LeCun & Deny, "Barlow Twins: Self-Supervised
     Learning via Redundancy Reduction", ICML 2021
     (https://arxiv.org/abs/2103.03230). Called as `loss(z1, z2)` with the
@@ -93,7 +95,12 @@ class Barlow(GlobalBatchLoss):
         c = tf.matmul(self.standardize_columns(za), self.standardize_columns(zb), transpose_a=True)
         c = c / tf.cast(n, dtype)
         on_diagonal = tf.reduce_sum(tf.square(1.0 - tf.linalg.diag_part(c)))
-        off_diagonal = tf.reduce_sum(tf.square(self.off_diagonal(c)))
+        if type(self).off_diagonal is Barlow.off_diagonal:
+            # The same sum as over `off_diagonal(c)`, without its dynamic-shape boolean mask.
+            zeros = tf.zeros(tf.shape(c)[:1], dtype)
+            off_diagonal = tf.reduce_sum(tf.square(tf.linalg.set_diag(c, zeros)))
+        else:
+            off_diagonal = tf.reduce_sum(tf.square(self.off_diagonal(c)))
         return on_diagonal + self.lambda_ * off_diagonal + self.margin
 
     def off_diagonal(self, x: tf.Tensor) -> tf.Tensor:
@@ -113,6 +120,10 @@ class Barlow(GlobalBatchLoss):
         config = super().get_config()
         config.update(lambda_=self.lambda_, margin=self.margin, epsilon=self.epsilon)
         return config
+
+
+# The name the papers and the other libraries use; the same class as 0.17's `Barlow`.
+BarlowTwinsLoss = Barlow
 
 
 def off_diagonal(x: tf.Tensor) -> tf.Tensor:

@@ -30,9 +30,12 @@ class CircleLoss(MetricLoss):
     `S_n = sum_n exp(z_n)`: `log(1 + S_p * S_n)`. 0.17 computed
     `log(1 + S_p) + log(1 + S_n) = log(1 + S_p + S_n + S_p * S_n)`, larger by
     `log(1 + (S_p + S_n) / (1 + S_p * S_n))`; the two agree when both sums are
-    large (hard pairs) and differ most on easy batches. The weights `w` are
-    not stopped-gradient (as in 0.17). Anchors without a positive or without
-    a negative contribute 0.
+    large (hard pairs) and differ most on easy batches. By default the
+    gradient flows through the weights `w` too, as in 0.17;
+    `detach_weights=True` treats them as constants of each step (no
+    gradient through `w`), as pytorch-metric-learning and most reference
+    implementations do: the same value, a different gradient. Anchors
+    without a positive or without a negative contribute 0.
 
     Across replicas: labels and embeddings are gathered; every anchor's pairs
     range over the whole global batch.
@@ -47,6 +50,8 @@ class CircleLoss(MetricLoss):
         dtype: See `MetricLoss`.
         remove_diagonal: 0.17's switch: `False` counts each anchor as one of
             its own positives (at distance 0). Defaults to `True`.
+        detach_weights: Whether the weights `w_p`, `w_n` are constants for
+            the gradient. Defaults to `False` (0.17's gradient).
 
     Returns (when called):
         A scalar, or per-anchor values with `reduction="none"`.
@@ -74,9 +79,11 @@ class CircleLoss(MetricLoss):
         reduction: str | None = "sum_over_batch_size",
         dtype: Any = None,
         remove_diagonal: bool = True,
+        detach_weights: bool = False,
     ) -> None:
         owner = type(self).__name__
         self.remove_diagonal = check_bool("remove_diagonal", remove_diagonal, owner=owner)
+        self.detach_weights = check_bool("detach_weights", detach_weights, owner=owner)
         self.gamma = check_number("gamma", gamma, positive=True, owner=owner)
         self.margin = check_number("margin", margin, owner=owner)
         super().__init__(distance=distance, name=name, reduction=reduction, dtype=dtype)
@@ -85,8 +92,11 @@ class CircleLoss(MetricLoss):
         d = self.distance(query_embeddings, key_embeddings)
         positive_mask, negative_mask = self.pair_masks(query_labels, key_labels)
         m = self.margin
-        z_p = -self.gamma * tf.nn.relu(d + m) * (m - d)
-        z_n = self.gamma * tf.nn.relu(1.0 + m - d) * (1.0 - m - d)
+        w_p, w_n = tf.nn.relu(d + m), tf.nn.relu(1.0 + m - d)
+        if self.detach_weights:
+            w_p, w_n = tf.stop_gradient(w_p), tf.stop_gradient(w_n)
+        z_p = -self.gamma * w_p * (m - d)
+        z_n = self.gamma * w_n * (1.0 - m - d)
         terms = tf.nn.softplus(
             masked_logsumexp(z_p, positive_mask) + masked_logsumexp(z_n, negative_mask)
         )
@@ -102,6 +112,7 @@ class CircleLoss(MetricLoss):
             gamma=self.gamma,
             margin=self.margin,
             remove_diagonal=self.remove_diagonal,
+            detach_weights=self.detach_weights,
         )
         return config
 

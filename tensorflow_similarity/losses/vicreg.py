@@ -17,6 +17,8 @@ from tensorflow_similarity.losses.barlow import off_diagonal
 class VicReg(GlobalBatchLoss):
     """VICReg: invariance, variance and covariance regularisation.
 
+    Also importable as `VICRegLoss`, the same class.
+
     From Bardes, Ponce & LeCun, "VICReg: Variance-Invariance-Covariance
     Regularization for Self-Supervised Learning", ICLR 2022
     (https://arxiv.org/abs/2105.04906). Called as `loss(z1, z2)` with the
@@ -153,3 +155,7 @@ class VicReg(GlobalBatchLoss):
 
 def _bessel(z: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.shape(z)[0] - 1, z.dtype)
+
+
+# The name the papers and the other libraries use; the same class as 0.17's `VicReg`.
+VICRegLoss = VicReg

@@ -76,9 +76,11 @@ def triplet_terms(labels, x, distance, positive, negative, margin, pn=False, anc
     return np.array(terms)
 
 
-def circle_terms(labels, x, distance, gamma, margin, paper=True):
+def circle_terms(labels, x, distance, gamma, margin, paper=True, weights_at=None):
+    """`weights_at`: embeddings the weights w_p, w_n are computed from (default `x`)."""
     dist = DISTANCES[distance]
     x = np.float64(x)
+    w = x if weights_at is None else np.float64(weights_at)
     terms = []
     for a in range(len(labels)):
         positives, negatives = _pairs(labels, a)
@@ -88,11 +90,11 @@ def circle_terms(labels, x, distance, gamma, margin, paper=True):
         z_p = []
         for j in positives:
             d = dist(x[a], x[j])
-            z_p.append(-gamma * max(d + margin, 0.0) * (margin - d))
+            z_p.append(-gamma * max(dist(w[a], w[j]) + margin, 0.0) * (margin - d))
         z_n = []
         for j in negatives:
             d = dist(x[a], x[j])
-            z_n.append(gamma * max(1.0 + margin - d, 0.0) * (1.0 - margin - d))
+            z_n.append(gamma * max(1.0 + margin - dist(w[a], w[j]), 0.0) * (1.0 - margin - d))
         if paper:
             s = _logsumexp(z_p) + _logsumexp(z_n)
             terms.append(max(s, 0.0) + math.log1p(math.exp(-abs(s))))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tensorflow_similarity.losses import Barlow
 from tests.losses import numpy_reference
@@ -44,3 +46,24 @@ def test_rejects_negative_coefficients():
     for argument in ("lambda_", "epsilon"):
         with pytest.raises(ValueError, match=f"{argument} must be a finite number >= 0"):
             Barlow(**{argument: -1e-3})
+
+
+def test_a_subclass_that_overrides_off_diagonal_is_still_called():
+    class OnDiagonalOnly(Barlow):
+        def off_diagonal(self, x):
+            return tf.zeros([1], x.dtype)
+
+    rng = np.random.default_rng(6)
+    za, zb = rng.normal(size=(8, 3)), rng.normal(size=(8, 3))
+    value = OnDiagonalOnly(lambda_=0.5, epsilon=0.0, dtype="float64")(za, zb).numpy()
+    np.testing.assert_allclose(value, numpy_reference.barlow(za, zb, 0.0, 0.0), rtol=1e-10)
+    assert Barlow(lambda_=0.5, epsilon=0.0, dtype="float64")(za, zb).numpy() > value
+
+
+def test_barlow_twins_loss_and_vicreg_loss_are_0_17s_classes_by_their_papers_names():
+    from tensorflow_similarity import losses
+
+    assert losses.BarlowTwinsLoss is losses.Barlow and losses.VICRegLoss is losses.VicReg
+    for cls in (losses.BarlowTwinsLoss, losses.VICRegLoss):
+        restored = keras.losses.deserialize(keras.losses.serialize(cls(lambda_=0.5)))
+        assert type(restored) is cls and restored.lambda_ == 0.5
