@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import losses
 from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.distribute.collectives import global_sum
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.l2_normalize import l2_normalize
@@ -90,8 +91,9 @@ class ContrastiveModel(IndexMixin, keras.Model):
     at the end of `fit`.
 
     Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
-    the per-dimension standard deviation of the L2-normalised outputs, averaged
-    over dimensions. It is about `1/sqrt(dim)` for a healthy representation and
+    the per-dimension standard deviation of the L2-normalised outputs over the
+    global batch (as one device holding it would compute it), averaged over
+    dimensions. It is about `1/sqrt(dim)` for a healthy representation and
     falls to 0 when it collapses.
 
     Args:
@@ -597,8 +599,19 @@ def _num_replicas() -> int:
 
 
 def _normalised_std(x: tf.Tensor) -> tf.Tensor:
-    x = l2_normalize(tf.cast(x, tf.float32), axis=-1)
-    return tf.reduce_mean(tf.math.reduce_std(x, axis=0))
+    """The collapse monitor of `x`'s rows over the global batch (one all-reduce).
+
+    The mean over dimensions of each dimension's (population) standard
+    deviation of the L2-normalised rows, from the global count, sums and sums
+    of squares, so that it is the single-device figure of the global batch.
+    """
+    x = l2_normalize(tf.cast(tf.stop_gradient(x), tf.float32), axis=-1)
+    count = tf.cast(tf.shape(x)[:1], tf.float32)
+    sums = global_sum(tf.concat([count, tf.reduce_sum(x, 0), tf.reduce_sum(tf.square(x), 0)], 0))
+    count, first, second = sums[0], sums[1:][: tf.shape(x)[1]], sums[1:][tf.shape(x)[1] :]
+    mean = first / tf.maximum(count, 1.0)
+    variance = tf.maximum(second / tf.maximum(count, 1.0) - tf.square(mean), 0.0)
+    return tf.reduce_mean(tf.sqrt(variance))
 
 
 def create_contrastive_model(

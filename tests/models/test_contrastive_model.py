@@ -50,6 +50,27 @@ def test_one_step_matches_single_device_global_batch(algorithm, num_replicas):
     assert_same_update(weights, ref_weights, initial)
 
 
+@pytest.mark.parametrize("num_replicas", [2, 4])
+def test_the_collapse_monitors_are_those_of_the_global_batch(num_replicas):
+    view1, view2 = views()
+    reference = tiny_model("simsiam")
+    initial = reference.get_weights()
+    reference.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0))
+    data = tf.data.Dataset.from_tensors((view1, view2))
+    expected = reference.fit(data, epochs=1, verbose=0).history
+    with mirrored_strategy(num_replicas).scope():
+        model = tiny_model("simsiam")
+        model.set_weights(initial)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0))
+    history = model.fit(data, epochs=1, verbose=0).history
+    for name in ("proj_std", "pred_std"):
+        np.testing.assert_allclose(history[name], expected[name], rtol=1e-5)
+    # The monitor itself, in float64, against the rows' NumPy standard deviation.
+    z = reference.projector(reference.backbone(view1, training=True), training=True).numpy()
+    u = z / np.linalg.norm(z.astype("float64"), axis=1, keepdims=True)
+    np.testing.assert_allclose(expected["proj_std"][0], u.std(axis=0).mean(), rtol=1e-5)
+
+
 def assert_same_update(weights, ref_weights, initial):
     """The weight updates agree to float32 precision, and the step moved most weights."""
     # Updates that are 0 in exact arithmetic (a bias before batch norm) are float noise,
