@@ -379,12 +379,10 @@ def _add_run_arguments(
     )
 
 
-# How long the self-supervised default takes to beat the untrained network on the glyphs
-# (benchmark.glyphs.runs and benchmark.glyphs.ssl_length, seeds 0-2).
+# Where a user finds how long a self-supervised run takes to gain: figures live in the report.
 SSL_LENGTH_NOTE = (
-    "On the glyphs, the default run ends above the untrained network's kNN accuracy on seeds "
-    "0-2; the full-width network (--width 1) needs about 45 epochs (20 minutes on two CPU "
-    "cores) to gain, on 2 seeds of 3: see benchmark/results/REPORT.md."
+    "How the kNN accuracy grows with the length of the run and the width of the network, "
+    "against the untrained network and the raw pixels: see benchmark/results/REPORT.md."
 )
 
 # The training commands: the jobs each runs, its line in `tfsim --help`, and its description.
@@ -397,8 +395,8 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor of "
         "its algorithm's paper, and the kNN accuracy of held-out images (clean and augmented) "
         "before training and after each epoch. With no options: SimCLR with Adam, a "
-        "quarter-width ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 30 epochs: "
-        "minutes on two CPU cores. " + SSL_LENGTH_NOTE,
+        "quarter-width ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 30 epochs. "
+        + SSL_LENGTH_NOTE,
     ),
     "train-metric": (
         ("supervised",),
@@ -422,8 +420,7 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "every class, seen and unseen classes apart). The job is the one --algorithm names, "
         "as `tfsim pretrain` or `tfsim train-metric` would run it; an option of the other job "
         "is an error. With no options: SimCLR with Adam, a quarter-width ResNet-18, sync batch "
-        "norm over 2 replicas, glyphs at 16x16, 30 epochs: minutes on two CPU cores. "
-        + SSL_LENGTH_NOTE,
+        "norm over 2 replicas, glyphs at 16x16, 30 epochs. " + SSL_LENGTH_NOTE,
     ),
 }
 
