@@ -7,8 +7,12 @@ batched `all_gather`), so a caller can count its collectives.
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 from keras import ops
+
+from tensorflow_similarity._validation import is_int
 
 
 def sync_replica_context() -> tf.distribute.ReplicaContext | None:
@@ -23,6 +27,19 @@ def sync_replica_context() -> tf.distribute.ReplicaContext | None:
     if ctx is None or ctx.num_replicas_in_sync <= 1:
         return None
     return ctx
+
+
+def check_group_size_argument(group_size: Any) -> None:
+    """Raises `ValueError` unless `group_size` is `None` or a positive integer.
+
+    The check of a sync group size as an argument, before the number of
+    replicas is known (`check_group_size` resolves it against them).
+    """
+    if group_size is not None and (not is_int(group_size) or group_size < 1):
+        raise ValueError(
+            "group_size must be None (sync all replicas) or a positive integer "
+            f"that divides the number of replicas. Received: group_size={group_size!r}"
+        )
 
 
 def check_group_size(group_size: int | None, num_replicas: int) -> int:

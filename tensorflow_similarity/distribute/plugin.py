@@ -9,6 +9,7 @@ import keras
 
 from tensorflow_similarity._validation import check_bool
 from tensorflow_similarity.distribute import layer_walk, rebuild
+from tensorflow_similarity.distribute.collectives import check_group_size_argument
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
 
@@ -56,8 +57,9 @@ class SyncBatchNormPlugin:
     layer_class: type[keras.layers.Layer] = SyncBatchNormalization
 
     def __init__(self, group_size: int | None = None) -> None:
-        # The layer validates the value; fail here, before any model is built.
-        SyncBatchNormalization(group_size=group_size)
+        # Fail here, before any model is built (and without building a layer, which would
+        # take one of Keras' automatic layer names).
+        check_group_size_argument(group_size)
         self.group_size = group_size
 
     def should_convert(self, layer: keras.layers.Layer) -> bool:

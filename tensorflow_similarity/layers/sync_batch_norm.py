@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from tensorflow_similarity._validation import check_choice, check_int, check_number, is_int
+from tensorflow_similarity._validation import check_choice, check_int, check_number
 from tensorflow_similarity.distribute import collectives
 from tensorflow_similarity.layers.sync_moments import cross_replica_moments, normalize
 
@@ -164,11 +164,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
                 "renormalisation corrections are not synchronised across replicas. "
                 "Keep this layer a keras.layers.BatchNormalization, or set renorm=False."
             )
-        if group_size is not None and (not is_int(group_size) or group_size < 1):
-            raise ValueError(
-                "group_size must be None (sync all replicas) or a positive integer "
-                f"that divides the number of replicas. Received: group_size={group_size!r}"
-            )
+        collectives.check_group_size_argument(group_size)
         super().__init__(
             axis=axis,
             momentum=momentum,

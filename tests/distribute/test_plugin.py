@@ -146,3 +146,19 @@ def test_apply_then_revert_restores_the_model():
             np.testing.assert_array_equal(got, want)
     x = np.random.default_rng(3).normal(size=(4, 6)).astype("float32")
     np.testing.assert_array_equal(outputs(plain, x), outputs(model, x))
+
+
+def test_making_plugins_builds_no_layer_and_takes_no_automatic_name():
+    SyncBatchNormPlugin()
+    SyncBatchNormPlugin(2)
+    GroupSyncBatchNorm(4)
+    assert SyncBatchNormalization().name == "sync_batch_normalization"
+
+
+@pytest.mark.parametrize("group_size", [0, -2, 1.5, "2", True])
+def test_a_plugin_refuses_the_group_sizes_the_layer_refuses(group_size):
+    message = "group_size must be None .* or a positive integer"
+    with pytest.raises(ValueError, match=message):
+        SyncBatchNormalization(group_size=group_size)
+    with pytest.raises(ValueError, match=message):
+        SyncBatchNormPlugin(group_size)
