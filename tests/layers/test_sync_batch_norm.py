@@ -518,13 +518,15 @@ def test_reduce_exchange_is_constant_in_the_number_of_replicas(num_replicas):
     strategy = mirrored_strategy(num_replicas)
     sizes = [per_replica] * num_replicas
     found = {}
-    for exchange in EXCHANGE_PATHS:
+    for exchange in ("auto", *EXCHANGE_PATHS):
         sync = build_sync(x.shape, {}, strategy, exchange=exchange)
         _, _, function = distributed_step(sync, strategy, split(x, sizes), split(x, sizes))
         found[exchange] = collective_payloads(function)
     backward = ("float32", 2 * channels)
     assert found["reduce"] == {("float64", 2 * channels + 1), backward}
     assert found["gather"] == {("float32", 4 * channels * num_replicas), backward}
+    # The default, off TPU, is the float64 reduce.
+    assert found["auto"] == found["reduce"]
 
 
 def test_reduce_exchange_is_exact_far_from_the_moving_mean():
@@ -632,3 +634,33 @@ def test_every_axis_within_the_rank_matches_plain_batch_norm(axis):
     np.testing.assert_allclose(
         sync(x, training=True).numpy(), plain(x, training=True).numpy(), rtol=1e-6, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_masked_inputs_far_from_zero_keep_the_variance_of_unmasked_ones(exchange):
+    """A mean 1e4 standard deviations from 0: masked statistics shift by the masked mean."""
+    rng = np.random.default_rng(13)
+    channels = 4
+    std = rng.uniform(0.5, 2.0, channels)
+    x = (1e4 * std + std * rng.normal(size=(8, 6, channels))).astype("float32")
+    mask = rng.uniform(size=(8, 6)) > 0.4
+    x[~mask] = -3e4  # padding far from the data, on the other side of zero
+    kept = x[mask].astype("float64")
+    strategy = mirrored_strategy(2)
+    sizes = [4, 4]
+    errors = {}
+    for masked in (True, False):
+        data = x if masked else kept.astype("float32").reshape(-1, 1, channels)
+        sync = build_sync(data.shape, {}, strategy, momentum=0.0, exchange=exchange)
+        split_sizes = sizes if masked else [len(kept) // 2, len(kept) - len(kept) // 2]
+        distributed_step(
+            sync,
+            strategy,
+            split(data, split_sizes),
+            split(np.ones_like(data), split_sizes),
+            split(mask, sizes) if masked else None,
+        )
+        got = sync.moving_variance.numpy().astype("float64")
+        errors[masked] = np.max(np.abs(got - kept.var(axis=0)) / kept.var(axis=0))
+    assert errors[False] < 1e-4
+    assert errors[True] < 1e-4
