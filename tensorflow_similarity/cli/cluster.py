@@ -136,7 +136,9 @@ class _Rendezvous:
                 connection.settimeout(5)
                 try:
                     job, index, digest = json.loads(connection.makefile().readline())
-                    connection.sendall(b"ok\n")
+                    # Either side of a meeting of two clusters learns of it, whichever
+                    # reaches the other first.
+                    connection.sendall(b"ok\n" if digest == self.digest else b"other\n")
                 except (OSError, ValueError, TypeError):
                     continue
             with self.lock:
@@ -150,9 +152,13 @@ class _Rendezvous:
             with socket.create_connection((task.host, task.port), timeout=2) as connection:
                 connection.settimeout(5)
                 connection.sendall(self.hello())
-                return connection.makefile().readline().strip() == "ok"
+                answer = connection.makefile().readline().strip()
         except (OSError, ValueError):
             return False
+        if answer == "other":
+            with self.lock:
+                self.foreign.append(f"{task.job} {task.index}")
+        return answer == "ok"
 
     def complete(self) -> bool:
         with self.lock:
@@ -211,9 +217,9 @@ def meet(own: Task, tasks: list[Task], timeout: float) -> None:
             listening.join(timeout=5)
     if meeting.foreign:
         raise ClusterError(
-            f"the TF_CONFIG of {', '.join(meeting.foreign)} lists another cluster than this "
-            f'task\'s ({own}): every task must list the same "cluster", in the same order, '
-            'with its own "task".'
+            f"the TF_CONFIG of {', '.join(dict.fromkeys(meeting.foreign))} lists another "
+            f'cluster than this task\'s ({own}): every task must list the same "cluster", '
+            'in the same order, with its own "task".'
         )
     if meeting.complete():
         return
