@@ -55,7 +55,7 @@ import tensorflow as tf  # noqa: E402
 from benchmark.common import output_folder  # noqa: E402
 from tensorflow_similarity import architectures as arch  # noqa: E402
 from tensorflow_similarity.distribute import convert_sync_batchnorm  # noqa: E402
-from tensorflow_similarity.distribute.layer_walk import all_layers  # noqa: E402
+from tensorflow_similarity.layer_walk import all_layers  # noqa: E402
 from tensorflow_similarity.layers import SyncBatchNormalization  # noqa: E402
 
 NUM_REPLICAS = 4

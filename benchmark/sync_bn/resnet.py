@@ -36,7 +36,7 @@ from benchmark.sync_bn.common import (
 )
 from tensorflow_similarity.architectures import ResNet18Sim, ResNet50Sim
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
-from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
 
 

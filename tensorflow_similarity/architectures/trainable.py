@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import keras
 
-from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.layer_walk import all_layers
 
 
 def set_trainable(

@@ -20,7 +20,6 @@ from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.evaluators import MemoryEvaluator
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
-from tensorflow_similarity.models import IndexMixin
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
 from tensorflow_similarity.types import unpack_lookup_distances, unpack_lookup_labels
 
@@ -191,9 +190,10 @@ class EvalCallback(keras.callbacks.Callback):
 
 
 def _embed(model: keras.Model, x: np.ndarray) -> np.ndarray:
-    if not isinstance(model, IndexMixin):
+    # A model with an index (the models' `IndexMixin`, which sits above the callbacks)
+    # embeds what it indexes: its embedding output, or a ContrastiveModel's backbone.
+    if not hasattr(model, "_index_embeddings"):
         return np.asarray(model.predict(x, verbose=0))
-    # What the model indexes: its embedding output, or a ContrastiveModel's backbone.
     embeddings = model._index_embeddings(x)
     if isinstance(embeddings, (list, tuple)):
         embeddings = embeddings[model._index.embedding_output or 0]

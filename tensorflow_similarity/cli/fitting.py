@@ -17,7 +17,7 @@ from tensorflow_similarity import augmenters
 from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
-from tensorflow_similarity.distribute.layer_walk import walk_layers
+from tensorflow_similarity.layer_walk import walk_layers
 from tensorflow_similarity.layers import recompute_batch_norm_statistics
 
 

@@ -6,7 +6,7 @@ import warnings
 
 import keras
 
-from tensorflow_similarity.distribute import layer_walk
+from tensorflow_similarity import layer_walk
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, check_model
 
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import keras
 
+from tensorflow_similarity import layer_walk
 from tensorflow_similarity._validation import check_bool
-from tensorflow_similarity.distribute import layer_walk, rebuild
-from tensorflow_similarity.distribute.collectives import check_group_size_argument
+from tensorflow_similarity.collectives import check_group_size_argument
+from tensorflow_similarity.distribute import rebuild
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.distribute.layer_walk import LayerPath, is_graph_model, walk_layers
+from tensorflow_similarity.layer_walk import LayerPath, is_graph_model, walk_layers
 
 
 def rebuild_model(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from tensorflow_similarity.distribute.layer_walk import walk_layers
+from tensorflow_similarity.layer_walk import walk_layers
 
 
 def recompute_batch_norm_statistics(

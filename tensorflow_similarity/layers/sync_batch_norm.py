@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tensorflow_similarity import collectives
 from tensorflow_similarity._validation import check_choice, check_int, check_number
-from tensorflow_similarity.distribute import collectives
 from tensorflow_similarity.layers.sync_moments import cross_replica_moments, normalize
 
 EXCHANGES = ("auto", "reduce", "gather")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 from keras import ops
 
-from tensorflow_similarity.distribute import collectives
+from tensorflow_similarity import collectives
 
 
 def cross_replica_moments(

@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from tensorflow_similarity.distribute import collectives
-from tensorflow_similarity.distribute.collectives import scale_for_replicas
+from tensorflow_similarity import collectives
+from tensorflow_similarity.collectives import scale_for_replicas
 
 # Keras scales these reductions by 1 / num_replicas under tf.distribute and
 # leaves "sum" and "none" unscaled; the global-batch losses keep that contract.
@@ -30,7 +30,7 @@ class GlobalBatchLoss(keras.losses.Loss):
     per-replica losses. In a replica context with `K > 1` replicas, every
     replica therefore computes the loss of the whole global batch, from what
     it gathers from the other replicas with differentiable collectives
-    (`tensorflow_similarity.distribute.collectives`; replicas may hold different batch
+    (`tensorflow_similarity.collectives`; replicas may hold different batch
     sizes), and `__call__` divides it by `K`, as Keras does for its mean
     losses. The gradient of a gathered tensor is the sum of what every replica
     sends back to it, so the optimizer's sum of the replicas' gradients is

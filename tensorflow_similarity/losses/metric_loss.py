@@ -8,9 +8,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity import collectives
+from tensorflow_similarity.collectives import gather_global_batch, scale_for_replicas
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
-from tensorflow_similarity.distribute import collectives
-from tensorflow_similarity.distribute.collectives import gather_global_batch, scale_for_replicas
 from tensorflow_similarity.losses._global_batch import computation_dtype
 from tensorflow_similarity.losses.mining import pair_masks
 

@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_choice, check_number
-from tensorflow_similarity.distribute.collectives import global_sum
+from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
-from tensorflow_similarity.distribute.collectives import gather_global_batch
+from tensorflow_similarity.collectives import gather_global_batch
 from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 from tensorflow_similarity.losses.barlow import off_diagonal
 

@@ -7,8 +7,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity import collectives
 from tensorflow_similarity._validation import check_int
-from tensorflow_similarity.distribute import collectives
 from tensorflow_similarity.losses._global_batch import computation_dtype
 from tensorflow_similarity.losses.metric_loss import MetricLoss
 

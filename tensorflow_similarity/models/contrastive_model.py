@@ -10,8 +10,8 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity import losses
+from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.distribute.collectives import global_sum
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.l2_normalize import l2_normalize

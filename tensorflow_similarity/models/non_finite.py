@@ -10,6 +10,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
+
 
 def nan_unless_finite(loss: tf.Tensor, inputs: Any, weights: Sequence[Any]) -> tf.Tensor:
     """Returns `loss`, or NaN when an input or a weight is not finite.
@@ -57,10 +59,6 @@ def with_stop_on_non_finite(callbacks: Any, stop_on_non_finite: bool) -> Any:
     """
     if not isinstance(stop_on_non_finite, (bool, np.bool_)):
         raise TypeError(f"stop_on_non_finite must be True or False, got {stop_on_non_finite!r}.")
-    # `tensorflow_similarity.callbacks` imports the models (EvalCallback indexes one), so
-    # importing it while the models package initialises would be circular.
-    from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
-
     if not stop_on_non_finite:
         return callbacks
     if isinstance(callbacks, keras.callbacks.CallbackList):

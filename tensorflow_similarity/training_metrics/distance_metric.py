@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_choice
+from tensorflow_similarity.collectives import gather_global_batch
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
-from tensorflow_similarity.distribute.collectives import gather_global_batch
 from tensorflow_similarity.losses.mining import masked_max, masked_min, pair_masks
 
 ANCHORS = ("positive", "negative")

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
-from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.layer_walk import all_layers
 from tests.distributed import mirrored_strategy
 
 # (sync_bn, replicas per batch-norm group) at 4 replicas, and their test ids.

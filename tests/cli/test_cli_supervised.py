@@ -30,7 +30,7 @@ from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
 from tensorflow_similarity.datasets import load_data, read_image
-from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.models.index_mixin import index_path
 from tensorflow_similarity.stores.npz import write_npz
 from tests.cli.test_cli import (

@@ -17,7 +17,7 @@ from tensorflow_similarity.distribute import (
     convert_sync_batchnorm,
     revert_sync_batchnorm,
 )
-from tensorflow_similarity.distribute.layer_walk import walk_layers
+from tensorflow_similarity.layer_walk import walk_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
 from tests.distributed import mirrored_strategy
 

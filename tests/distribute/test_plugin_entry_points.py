@@ -18,8 +18,8 @@ from tensorflow_similarity.distribute import (
     convert_sync_batchnorm,
     revert_sync_batchnorm,
 )
-from tensorflow_similarity.distribute.layer_walk import all_layers
 from tensorflow_similarity.distribute.plugin import layer_kwargs
+from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.models import ContrastiveModel, build_predictor, build_projector
 
 

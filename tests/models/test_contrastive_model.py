@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tensorflow_similarity.augmenters import ViewAugmenter, simclr_augmenter
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
-from tensorflow_similarity.distribute.layer_walk import all_layers
+from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.losses import SimCLRLoss
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
