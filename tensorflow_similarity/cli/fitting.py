@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import keras
@@ -15,10 +14,7 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
-from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
-from tensorflow_similarity.layer_walk import walk_layers
-from tensorflow_similarity.layers import recompute_batch_norm_statistics
 
 
 def parallel_batches(
@@ -180,36 +176,6 @@ def width_argument(args: argparse.Namespace) -> dict[str, float]:
     return {} if width in (None, 1.0) else {"width": width}
 
 
-class BatchNormStatistics(keras.callbacks.Callback):
-    """Recomputes a model's batch norm statistics from images at the end of each epoch.
-
-    Placed before the callbacks that evaluate or save, so that they see the
-    trained network in inference mode (see `recompute_batch_norm_statistics`:
-    in a run of a few hundred steps, Keras' moving averages still hold much of
-    their initial values).
-
-    A network without trainable batch norm layers (ConvNeXt's layer norm) is
-    left as it is.
-
-    Args:
-        model: The network whose statistics to recompute (the backbone).
-        images: The images, without augmentation.
-    """
-
-    def __init__(self, model: keras.Model, images: np.ndarray) -> None:
-        super().__init__()
-        self.network = model
-        self.images = images
-        self.active = any(
-            isinstance(found.layer, keras.layers.BatchNormalization) and found.layer.trainable
-            for found in walk_layers(model)
-        )
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        if self.active:
-            recompute_batch_norm_statistics(self.network, self.images)
-
-
 class EvaluationSchedule(keras.callbacks.Callback):
     """Runs callbacks' `on_epoch_end` after every `every` epochs and after the last.
 
@@ -249,61 +215,6 @@ class EvaluationSchedule(keras.callbacks.Callback):
         if self.scheduled(epoch):
             for callback in self.callbacks:
                 callback.on_epoch_end(epoch, logs)
-
-
-class EpochBackup(keras.callbacks.Callback):
-    """Saves the weights and optimizer state after each epoch, for `--resume`.
-
-    Keras' `BackupAndRestore` passes the resumed epoch to `fit` alone, but the
-    data pipeline must know it before `fit` starts (see `view_batches`); here
-    it is the optimizer's step count, saved with the weights in one file that
-    is replaced atomically, so the two cannot disagree.
-
-    Args:
-        backup_dir: The folder of `latest.weights.h5`.
-        steps_per_epoch: Optimizer steps in an epoch.
-    """
-
-    def __init__(self, backup_dir: Path, steps_per_epoch: int) -> None:
-        super().__init__()
-        self.backup_dir = backup_dir
-        self.steps_per_epoch = steps_per_epoch
-        self.epochs_saved = 0
-
-    @property
-    def path(self) -> Path:
-        """The backup file."""
-        return self.backup_dir / "latest.weights.h5"
-
-    def restore(self, model: keras.Model) -> int:
-        """Loads the backup into `model` if there is one; returns the epochs it completed.
-
-        Call it inside the strategy's scope: it may create the optimizer's variables.
-
-        Raises:
-            UsageError: If the backup does not end on an epoch boundary of this run.
-        """
-        if not self.path.is_file():
-            return 0
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-        model.load_weights(self.path)
-        steps = int(model.optimizer.iterations.numpy())
-        if steps % self.steps_per_epoch:
-            raise UsageError(
-                f"the backup in {str(self.backup_dir)!r} holds {steps} training steps, not a "
-                f"whole number of this run's {self.steps_per_epoch}-step epochs; start a new "
-                "run without --resume."
-            )
-        self.epochs_saved = steps // self.steps_per_epoch
-        return self.epochs_saved
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.backup_dir.mkdir(parents=True, exist_ok=True)
-        partial = self.backup_dir / "saving.weights.h5"
-        self.model.save_weights(partial, overwrite=True)
-        os.replace(partial, self.path)
-        self.epochs_saved = epoch + 1
 
 
 def augmented_queries(images: np.ndarray, augmenter: augmenters.ViewAugmenter) -> np.ndarray:

@@ -30,15 +30,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tensorflow_similarity.callbacks import BatchNormStatistics, EpochBackup
 from tensorflow_similarity.cli import cluster, devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
-from tensorflow_similarity.cli.fitting import (
-    BatchNormStatistics,
-    EpochBackup,
-    EvaluationSchedule,
-    fit_epochs,
-)
+from tensorflow_similarity.cli.fitting import EvaluationSchedule, fit_epochs
 from tensorflow_similarity.datasets import ImageData
 
 

@@ -1,11 +1,12 @@
-"""The jobs' `BatchNormStatistics` callback: recomputes at each epoch's end, skips no-BN nets."""
+"""`BatchNormStatistics`: recomputes at each epoch's end, skips networks without batch norm."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 
-from tensorflow_similarity.cli.fitting import BatchNormStatistics, EvaluationSchedule
+from tensorflow_similarity.callbacks import BatchNormStatistics
+from tensorflow_similarity.cli.fitting import EvaluationSchedule
 from tensorflow_similarity.layers import recompute_batch_norm_statistics
 
 
