@@ -80,9 +80,8 @@ import numpy as np
 
 from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
-from tensorflow_similarity.callbacks import KNNAccuracy
+from tensorflow_similarity.callbacks import BatchNormStatistics, KNNAccuracy
 from tensorflow_similarity.datasets import load_data
-from tensorflow_similarity.layers import recompute_batch_norm_statistics
 from tensorflow_similarity.models import create_contrastive_model
 
 keras.utils.set_random_seed(0)
@@ -152,7 +151,7 @@ images, compared the same way). `proj_std` watches for collapse: it falls to 0 i
 image gets the same embedding.
 
 Before each evaluation the backbone's batch norm statistics are recomputed from the training
-images (`recompute_batch_norm_statistics`, as `tfsim train` does): Keras' moving averages
+images (the `BatchNormStatistics` callback, as `tfsim train` does): Keras' moving averages
 (momentum 0.99) mix the statistics of a hundred or so past steps, of augmented views, while
 the weights kept changing; the evaluation uses those of the clean images through the
 network as it is.""",
@@ -212,10 +211,8 @@ projected = [n for n in ("A Α А", "g", "3", "λ", "Ω", "Ж", "ю", "ф") if n
 projected_mask = np.isin(data.y_train, [names.index(n) for n in projected])
 projected_before = model.backbone.predict(data.x_train[projected_mask], verbose=0)
 
-recompute = keras.callbacks.LambdaCallback(
-    on_epoch_end=lambda epoch, logs: recompute_batch_norm_statistics(backbone, data.x_train)
-)
-callbacks = [recompute, *knn.values()]
+# First, so that the kNN callbacks see the network with its recomputed statistics.
+callbacks = [BatchNormStatistics(backbone, data.x_train), *knn.values()]
 history = model.fit(views, epochs=EPOCHS, callbacks=callbacks, verbose=2).history""",
     ),
     (
@@ -678,9 +675,8 @@ import numpy as np
 
 from tensorflow_similarity.architectures import ResNet18Sim
 from tensorflow_similarity.augmenters import GlyphAugmenter
-from tensorflow_similarity.callbacks import EvalCallback
+from tensorflow_similarity.callbacks import BatchNormStatistics, EvalCallback
 from tensorflow_similarity.datasets import load_data
-from tensorflow_similarity.layers import recompute_batch_norm_statistics
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.retrieval_metrics import MapAtK, PrecisionAtK, RecallAtK
 from tensorflow_similarity.samplers import MultiShotMemorySampler
@@ -828,9 +824,7 @@ for split in ["known", "unknown"]:
         """# Keras' moving averages of the batch norm statistics lag the weights in a short run:
 # recomputed from the seen classes' training images before each evaluation, as
 # `tfsim train-metric` does.
-recompute = keras.callbacks.LambdaCallback(
-    on_epoch_end=lambda epoch, logs: recompute_batch_norm_statistics(model, x_fit)
-)
+recompute = BatchNormStatistics(model, x_fit)
 fit = model.fit(sampler, epochs=EPOCHS, callbacks=[recompute, evaluation], verbose=2)
 history = fit.history""",
     ),
