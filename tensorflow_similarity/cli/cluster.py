@@ -171,7 +171,7 @@ def wait_for_cluster(timeout: float) -> None:
     """Waits at most `timeout` seconds for every other task of the cluster (see the module).
 
     Returns at once outside a cluster of several tasks. Prints on stderr
-    that it waits, for how long and for which tasks.
+    that it waits, for how long and for how many tasks.
 
     Args:
         timeout: Seconds to wait, positive.
