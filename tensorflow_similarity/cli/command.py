@@ -184,7 +184,8 @@ def _run_locked(
 ) -> int:
     plan = devices.plan_devices(args.strategy, args.replicas)
     devices.check_replicas(args, plan.replicas)
-    fingerprint = data_fingerprint(args.data, files, args.image_size)
+    # Only the chief records it (run.json) and compares it: the other workers skip the hashing.
+    fingerprint = data_fingerprint(args.data, files, args.image_size) if chief else None
     if args.resume and chief:
         run_folder.check_same_replicas(output, plan.replicas)
         warning = check_unchanged(run_folder.recorded(output, "data"), fingerprint)
