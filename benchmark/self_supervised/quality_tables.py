@@ -2,7 +2,7 @@
 
 What a `ssl_quality.json` describes (the algorithms, the three batch-norm
 settings, the replica count, the kNN evaluation) and how it is rendered, for
-`quality.py`, which writes the file, and `benchmark/report.py`, which reads it.
+`quality.py`, which writes the file, and `report.py`, its section of `REPORT.md`.
 """
 
 from __future__ import annotations

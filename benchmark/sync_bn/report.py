@@ -1,7 +1,7 @@
 """The sync batch-norm sections of `REPORT.md`: overhead and bytes plots, conclusions.
 
-Part of `python -m benchmark.report`, which imports it; every number comes from
-`sync_bn.json` (or `sync_bn_gpu.json`), written by `python -m benchmark.sync_bn`.
+Part of `python -m benchmark.report`, which imports it (`report_section`); every number
+comes from `sync_bn.json` (or `sync_bn_gpu.json`), written by `python -m benchmark.sync_bn`.
 """
 
 from __future__ import annotations
@@ -187,3 +187,14 @@ def sync_bn_section(
         ]
     parts.append(render_tables("benchmark.sync_bn.run", report, results_name, meta["command"]))
     return "\n".join(parts)
+
+
+def report_section(report: dict[str, Any], out: Path, results_name: str) -> str:
+    """`REPORT.md`'s section of `results_name`; its plots, where drawable, go into `out`."""
+    plot = out / results_name.replace(".json", "_overhead.png")
+    drawn = plot_overhead(report, plot)
+    bytes_plot = out / results_name.replace(".json", "_bytes.png")
+    bytes_drawn = plot_batch_norm_bytes(report, bytes_plot)
+    return sync_bn_section(
+        report, plot if drawn else None, results_name, bytes_plot if bytes_drawn else None
+    )

@@ -51,7 +51,7 @@ def test_quick_run_writes_build_rows_and_tables(tmp_path):
     assert f"met by {2 - over} of 2 rows" in markdown
 
     # The report renders the same tables, rebuild columns included.
-    section = report.script_section("architectures.json", payload)
+    section = report.script_section(payload, out, "architectures.json")
     shared = efficientnet["rebuild_shared_s"]
     percent = 100 * shared / efficientnet["backbone_s"]
     assert f"| {shared:.2f} ({percent:.0f}%) |" in section

@@ -46,7 +46,7 @@ def test_quick_run_writes_rows_and_tables_into_a_temporary_folder():
     assert f"| 1,000 | LinearSearch | {row['linear_build_s']:.3f} |" in markdown
 
     # The report renders the same tables.
-    section = report.script_section("index.json", payload)
+    section = report.script_section(payload, out, "index.json")
     assert "## Search backends (`index.json`)" in section
     assert "`python -m benchmark.index --quick`" in section
     for line in payload["verdicts"]:

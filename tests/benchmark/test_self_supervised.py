@@ -1,9 +1,10 @@
-"""Smoke tests of `benchmark.self_supervised` (`--quick` runs) and of `benchmark/report.py`.
+"""Smoke tests of `benchmark.self_supervised` (`--quick` runs) and of its report sections.
 
 The end-to-end test checks that the quality pipeline runs and writes tables
 and JSON of the expected structure (not their values: one epoch on a subset
-measures nothing). The report tests feed `report.py` hand-made results whose
-conclusions are known, so a wrong comparison or a wrong sign fails them.
+measures nothing). The report tests feed `benchmark/self_supervised/conclusion.py`
+and `benchmark/report.py` hand-made results whose conclusions are known, so a
+wrong comparison or a wrong sign fails them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 from benchmark import report
+from benchmark.self_supervised import conclusion, small_batch
 from benchmark.self_supervised import quality as ssl_quality
-from benchmark.self_supervised import small_batch
 from benchmark.sync_bn import report as sync_bn_report
 from tests.benchmark.quick_runs import quick_output_folder, results_snapshot, run_benchmark
 
@@ -87,7 +88,7 @@ def fake_ssl_report() -> dict:
 
 
 def test_conclusion_is_computed_from_the_numbers():
-    text = report.ssl_conclusion(fake_ssl_report())
+    text = conclusion.ssl_conclusion(fake_ssl_report())
     assert "within the seed spread of one device (c) in 1 of 1" in text
     assert "largest difference of means is 0.0 points" in text
     assert "outside the seed spread of (c) in 1 of 1 cells" in text
@@ -116,7 +117,7 @@ def test_paired_runs_count_exact_agreement():
         run("sync", 1, 0.6, 5.0),
         run("per_replica", 1, 0.8, 6.0),
     ]
-    text = report.paired_runs_sentence(fake)
+    text = conclusion.paired_runs_sentence(fake)
     assert "(b) gives exactly the same kNN accuracy as (c) in 1 of 2 paired runs" in text
     assert "(largest difference 20.0 points), and its last-epoch mean loss" in text
     assert "by at most 0.001" in text
@@ -297,7 +298,7 @@ def test_each_comparison_says_whether_it_exceeds_the_seed_spread():
         fake,
         {"single": single, "sync": single, "per_replica": [v - 0.10 for v in single]},
     )
-    text = report.comparison_sentence(fake, "simclr", [8])
+    text = conclusion.comparison_sentence(fake, "simclr", [8])
     # (a) is 10 points below (c) on every seed, and both cells spread by 2 points over seeds.
     assert "(a) - (c) at 8 images per replica -10.0 ± 0.0 (seed spread 2.0, 0/3 seeds > 0): " in (
         text
@@ -307,7 +308,7 @@ def test_each_comparison_says_whether_it_exceeds_the_seed_spread():
         text
     )
     assert text.count("within the seed spread") == 1
-    assert text in report.ssl_conclusion(fake)
+    assert text in conclusion.ssl_conclusion(fake)
 
 
 def test_baseline_sentence_pairs_one_device_with_each_seeds_untrained_backbone():
@@ -324,7 +325,7 @@ def test_baseline_sentence_pairs_one_device_with_each_seeds_untrained_backbone()
     sd = (sum((g - mean) ** 2 for g in gains) / 2) ** 0.5
     untrained_sd = 100 * np.std(untrained, ddof=1)
     verdict = "exceeds" if abs(mean) > max(2.0, untrained_sd) else "within"
-    text = report.baseline_sentence(fake)
+    text = conclusion.baseline_sentence(fake)
     assert f"SimCLR at 8 {mean:+.1f} ± {sd:.1f} ({verdict} the seed spread)" in text
     assert "raw pixels reaches 83.0%" in text
     # 82% (the one-device mean) is below raw pixels' 83%.
