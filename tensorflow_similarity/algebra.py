@@ -1,9 +1,8 @@
 """tensorflow-similarity 0.17's masked reductions and pair masks, for losses written against it.
 
-The package's own losses mine with `losses.mining`, which flags the rows
-that have no pair; these functions keep 0.17's signatures and return values
-(a `[n, 1]` value and an int64 index per row) so that 0.17 code runs
-unchanged.
+`masked_max` and `masked_min` are `losses.utils`' (adapters over
+`losses.mining` that keep 0.17's `[n, 1]` values, int64 indices and
+empty-row values); as in 0.17, one object under both paths.
 """
 
 from __future__ import annotations
@@ -12,82 +11,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from tensorflow_similarity.losses.utils import masked_max, masked_min
+
 __all__ = ["build_masks", "masked_max", "masked_min"]
-
-# What 0.17 returned for a row with an empty mask: the row's extreme value
-# moved away from every distance by this much.
-_EMPTY_ROW_OFFSET = 1e-6
-
-
-def _masked_extreme(
-    distances: Any, mask: Any, dim: int, largest: bool
-) -> tuple[tf.Tensor, tf.Tensor]:
-    distances = tf.convert_to_tensor(distances)
-    dtype = distances.dtype
-    # float64, as 0.17, so that the empty-row offset is not lost to rounding.
-    wide = tf.cast(distances, tf.float64)
-    selected = tf.cast(mask, tf.bool)
-    if largest:
-        fill = tf.reduce_min(wide, dim, keepdims=True) - _EMPTY_ROW_OFFSET
-        candidates = tf.where(selected, wide, fill)
-        value, index = tf.reduce_max(candidates, dim, keepdims=True), tf.argmax(candidates, dim)
-    else:
-        fill = tf.reduce_max(wide, dim, keepdims=True) + _EMPTY_ROW_OFFSET
-        candidates = tf.where(selected, wide, fill)
-        value, index = tf.reduce_min(candidates, dim, keepdims=True), tf.argmin(candidates, dim)
-    return tf.cast(value, dtype), index
-
-
-def masked_max(distances: Any, mask: Any, dim: int = 1) -> tuple[tf.Tensor, tf.Tensor]:
-    """Returns each row's largest distance among the masked ones, and its index.
-
-    Args:
-        distances: `[n, m]` float distances.
-        mask: `[n, m]` boolean (or 0/1) mask of the entries to consider.
-        dim: The axis reduced. Defaults to 1.
-
-    Returns:
-        `(values, indices)`: `values` of shape `[n, 1]` (the reduced axis
-        kept) in the distances' dtype, `indices` int64 of shape `[n]`, the
-        first such entry. A row with an empty mask gives its smallest
-        distance minus `1e-6` and index 0, as in 0.17.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from tensorflow_similarity.algebra import masked_max
-    >>> d = np.array([[0.0, 0.5, 0.9], [0.3, 0.1, 0.2]])
-    >>> m = np.array([[True, True, False], [False, False, True]])
-    >>> values, indices = masked_max(d, m)
-    >>> values.numpy().ravel().tolist(), indices.numpy().tolist()
-    ([0.5, 0.2], [1, 2])
-    """
-    return _masked_extreme(distances, mask, dim, largest=True)
-
-
-def masked_min(distances: Any, mask: Any, dim: int = 1) -> tuple[tf.Tensor, tf.Tensor]:
-    """Returns each row's smallest distance among the masked ones, and its index.
-
-    Args:
-        distances: `[n, m]` float distances.
-        mask: `[n, m]` boolean (or 0/1) mask of the entries to consider.
-        dim: The axis reduced. Defaults to 1.
-
-    Returns:
-        `(values, indices)` as `masked_max`; a row with an empty mask gives
-        its largest distance plus `1e-6` and index 0, as in 0.17.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from tensorflow_similarity.algebra import masked_min
-    >>> d = np.array([[0.0, 0.5, 0.9], [0.3, 0.1, 0.2]])
-    >>> m = np.array([[False, True, True], [True, False, True]])
-    >>> values, indices = masked_min(d, m)
-    >>> values.numpy().ravel().tolist(), indices.numpy().tolist()
-    ([0.5, 0.2], [1, 2])
-    """
-    return _masked_extreme(distances, mask, dim, largest=False)
 
 
 def build_masks(

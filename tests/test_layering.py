@@ -23,7 +23,6 @@ RANKS = {
     "_requirements": 0,
     "_atomic": 0,
     "types": 0,
-    "algebra": 0,
     # The package's helpers, and its data and metrics.
     "l2_normalize": 1,
     "collectives": 1,
@@ -47,6 +46,8 @@ RANKS = {
     "search": 3,
     "distribute": 3,
     "indexer": 4,
+    # 0.17's masked reductions: re-exported from `losses.utils`, adapters over `losses.mining`.
+    "algebra": 4,
     "training_metrics": 4,
     "callbacks": 5,
     "models": 6,

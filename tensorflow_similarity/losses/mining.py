@@ -113,10 +113,7 @@ def mine_negatives(
         return masked_max(distances, negative_mask)
     if strategy == "semi-hard":
         hardest_positive, _, _ = masked_max(distances, positive_mask)
-        farther = tf.logical_and(negative_mask, distances > hardest_positive[:, tf.newaxis])
-        semi_hard = masked_min(distances, farther)
-        easy = masked_max(distances, negative_mask)
-        return tuple(tf.where(semi_hard[2], s, e) for s, e in zip(semi_hard, easy, strict=True))
+        return semi_hard_negatives(distances, negative_mask, hardest_positive)
     raise ValueError(
         f"negative mining strategy must be one of {NEGATIVE_STRATEGIES}, got {strategy!r}."
     )
@@ -152,3 +149,26 @@ def masked_logsumexp(values: tf.Tensor, mask: tf.Tensor, plus_one: bool = False)
     found = tf.reduce_any(mask, axis=1)
     safe = tf.where(found, total, tf.ones_like(total))
     return tf.where(found, tf.math.log(safe) + shift, tf.zeros_like(total))
+
+
+def semi_hard_negatives(
+    distances: tf.Tensor, negative_mask: tf.Tensor, threshold: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Picks each anchor's closest negative farther than `threshold`, else its farthest.
+
+    `mine_negatives(..., "semi-hard")` passes each anchor's farthest positive
+    (0 without one); 0.17's `losses.utils.negative_distances` its own.
+
+    Args:
+        distances: `[n, m]` anchor-to-key distances.
+        negative_mask: `[n, m]` negative pairs.
+        threshold: `[n]` distances, in the dtype of `distances`.
+
+    Returns:
+        `(distance [n], column [n], found [n])` as `masked_min`; `found` is
+        False only in rows without a negative.
+    """
+    farther = tf.logical_and(negative_mask, distances > threshold[:, tf.newaxis])
+    semi_hard = masked_min(distances, farther)
+    easy = masked_max(distances, negative_mask)
+    return tuple(tf.where(semi_hard[2], s, e) for s, e in zip(semi_hard, easy, strict=True))

@@ -7,6 +7,7 @@ pick: a masked max over an empty row gives the row's smallest distance minus
 `1e-6` (column 0), a masked min its largest plus `1e-6` (column 0), and
 semi-hard mining follows from those. The references below are float64 NumPy
 loops written from that description. The last tests pin that these are
+adapters over `losses.mining`, the package's one implementation. The last tests pin that these are
 adapters over `losses.mining`, the package's one implementation.
 """
 
@@ -17,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity import algebra
+from tensorflow_similarity.losses import mining
 from tensorflow_similarity.losses import utils as utils017
 
 DTYPES = [np.float16, np.float32, np.float64]
@@ -231,3 +233,61 @@ def test_semi_hard_easy_mask_selects_one_column_per_row():
 def test_unknown_strategies_raise(function, args):
     with pytest.raises(ValueError, match="mining_strategy"):
         function(*args)
+
+
+# --- One implementation: the adapters call `losses.mining` -------------------------------------
+
+
+@pytest.fixture
+def mining_calls(monkeypatch):
+    """Records the calls to `mining.masked_max` (which `mining.masked_min` calls too) and
+    `mining.semi_hard_negatives`, still returning what they return."""
+    calls = []
+
+    def recording(name):
+        original = getattr(mining, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(mining, name, wrapper)
+
+    recording("masked_max")
+    recording("semi_hard_negatives")
+    return calls
+
+
+D, POSITIVE, NEGATIVE = case(2, np.float32)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: algebra.masked_max(D, POSITIVE),
+        lambda: algebra.masked_min(D, POSITIVE),
+        lambda: algebra.masked_max(D, POSITIVE, dim=0),
+        lambda: algebra.masked_min(D, POSITIVE, dim=0),
+        lambda: utils017.positive_distances("hard", D, POSITIVE),
+        lambda: utils017.positive_distances("easy", D, POSITIVE),
+        lambda: utils017.negative_distances("hard", D, NEGATIVE, POSITIVE),
+        lambda: utils017.negative_distances("easy", D, NEGATIVE, POSITIVE),
+    ],
+    ids=["max", "min", "max-dim0", "min-dim0", "pos-hard", "pos-easy", "neg-hard", "neg-easy"],
+)
+def test_017_reductions_are_adapters_over_mining(mining_calls, call):
+    call()
+    assert "masked_max" in mining_calls
+
+
+def test_017_and_the_package_mine_semi_hard_negatives_with_one_function(mining_calls):
+    utils017.negative_distances("semi-hard", D, NEGATIVE, POSITIVE)
+    assert mining_calls.count("semi_hard_negatives") == 1
+    mining.mine_negatives(tf.constant(D), POSITIVE, NEGATIVE, "semi-hard")
+    assert mining_calls.count("semi_hard_negatives") == 2
+
+
+def test_algebra_reexports_the_017_reductions_of_losses_utils():
+    # As in 0.17, where `losses.utils` imported them from `algebra`: one object, two paths.
+    assert algebra.masked_max is utils017.masked_max
+    assert algebra.masked_min is utils017.masked_min
