@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import keras
 import numpy as np
 
 from tensorflow_similarity import _atomic
@@ -14,6 +15,8 @@ from tensorflow_similarity.classification_metrics import (
     ClassificationMetric,
     make_classification_metric,
 )
+from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.indexer import persistence
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
@@ -25,6 +28,8 @@ from tensorflow_similarity.models.index_lookup_mixin import (
     recover_pair,
 )
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
+from tensorflow_similarity.search import Search
+from tensorflow_similarity.stores import Store
 from tensorflow_similarity.types import CalibrationResults
 
 __all__ = ["IndexMixin", "canonical_distance", "index_path"]
@@ -43,7 +48,9 @@ class IndexMixin(IndexLookupMixin):
     Indexing, lookups, the index's bookkeeping and persistence come from
     `IndexLookupMixin`; this class adds what uses the neighbours' labels:
     `evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`,
-    and `save`, which writes the model and, beside it, its index.
+    and `save`, which writes the model and, beside it, its index. The
+    model's `compile` calls `_compile_index`, and its compile config holds
+    the index settings, so `keras.saving.load_model` recreates the index.
 
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
@@ -54,6 +61,64 @@ class IndexMixin(IndexLookupMixin):
             makes (Keras' default of 32 makes many small distributed steps).
             Defaults to 256.
     """
+
+    # Compiling with an index.
+
+    def _compile_index(
+        self,
+        can_index: bool,
+        distance: Distance | str,
+        search: Search | str,
+        kv_store: Store | str,
+        evaluator: Evaluator | str,
+        stat_buffer_size: int,
+        **settings: Any,
+    ) -> None:
+        """What `compile` does for the index: `create_index` if `can_index`, settings recorded.
+
+        `can_index` is whether the embedding output is `[batch, dim]`; a
+        model whose output is not (or not known yet) still compiles and
+        trains, and its index API says why it cannot index, or makes the
+        recorded index once it can. `settings` are other `create_index`
+        arguments (`embedding_output`); an `evaluator` instance is recorded
+        as `"memory"`.
+        """
+        given = {"search": search, "kv_store": kv_store, "evaluator": evaluator}
+        if can_index:
+            self.create_index(
+                distance=distance, **given, stat_buffer_size=stat_buffer_size, **settings
+            )
+        else:
+            self._ix = None
+        self._index_settings = {
+            "distance": self._ix.distance if self._ix is not None else distance,
+            **given,
+            "evaluator": evaluator if isinstance(evaluator, str) else "memory",
+            **settings,
+            "stat_buffer_size": stat_buffer_size,
+        }
+
+    def get_compile_config(self) -> dict[str, Any] | None:
+        """Keras' compile config plus the index settings, so loading recreates the index."""
+        config = super().get_compile_config()
+        if config is not None and self._index_settings is not None:
+            config = dict(config)
+            config["index"] = {
+                key: value
+                if isinstance(value, (str, int, type(None)))
+                else keras.saving.serialize_keras_object(value)
+                for key, value in self._index_settings.items()
+            }
+        return config
+
+    def compile_from_config(self, config: dict[str, Any]) -> None:
+        """Compiles from `get_compile_config()`'s output, as `keras.saving.load_model` does."""
+        config = keras.saving.deserialize_keras_object(config)
+        index_settings = config.pop("index", None) or {}
+        self.compile(**config, **index_settings)
+        if self.built:
+            # As Keras does: the optimizer's variables exist before the weights are loaded.
+            self.optimizer.build(self.trainable_variables)
 
     # Saving the model with its index.
 

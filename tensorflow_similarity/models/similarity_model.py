@@ -136,28 +136,16 @@ class SimilarityModel(IndexMixin, keras.Model):
         """
         distance = canonical_distance(self._auto_distance(distance, loss, embedding_output), loss)
         unbuilt = not self.built and not hasattr(self, "outputs")
-        if not unbuilt and len(self._embedding_output(embedding_output).shape) == 2:
-            self.create_index(
-                distance=distance,
-                search=search,
-                kv_store=kv_store,
-                evaluator=evaluator,
-                embedding_output=embedding_output,
-                stat_buffer_size=stat_buffer_size,
-            )
-        else:
-            # A feature-map model (include_top=False, pooling=None) still trains; its index
-            # API says why it cannot index when it is called. A subclassed model not yet
-            # built gets its index, with these settings, when first used.
-            self._ix = None
-        self._index_settings = {
-            "distance": distance,
-            "search": search,
-            "kv_store": kv_store,
-            "evaluator": evaluator if isinstance(evaluator, str) else "memory",
-            "embedding_output": embedding_output,
-            "stat_buffer_size": stat_buffer_size,
-        }
+        # A subclassed model not yet built gets its index, with these settings, when first used.
+        self._compile_index(
+            not unbuilt and len(self._embedding_output(embedding_output).shape) == 2,
+            distance,
+            search,
+            kv_store,
+            evaluator,
+            stat_buffer_size,
+            embedding_output=embedding_output,
+        )
         super().compile(
             optimizer=optimizer,
             loss=loss,
@@ -231,26 +219,6 @@ class SimilarityModel(IndexMixin, keras.Model):
             loss = nan_unless_finite(loss, x, self.weights)
         return loss
 
-    def get_compile_config(self) -> dict[str, Any] | None:
-        """Keras' compile config plus the index settings, so loading recreates the index."""
-        config = super().get_compile_config()
-        if config is not None and self._index_settings is not None:
-            config = dict(config)
-            config["index"] = {
-                key: value if isinstance(value, (str, int, type(None))) else _serialize(value)
-                for key, value in self._index_settings.items()
-            }
-        return config
-
-    def compile_from_config(self, config: dict[str, Any]) -> None:
-        """Compiles from `get_compile_config()`'s output, as `keras.saving.load_model` does."""
-        config = keras.saving.deserialize_keras_object(config)
-        index_settings = config.pop("index", None) or {}
-        self.compile(**config, **index_settings)
-        if self.built:
-            # As Keras does: the optimizer's variables exist before the weights are loaded.
-            self.optimizer.build(self.trainable_variables)
-
     def _auto_distance(
         self, distance: Distance | str, loss: Any, embedding_output: int | None
     ) -> Distance | str:
@@ -309,7 +277,3 @@ class SimilarityModel(IndexMixin, keras.Model):
         if not hasattr(self, "inputs") or len(self.inputs) != 1:
             return None
         return tuple(self.inputs[0].shape[1:])
-
-
-def _serialize(value: Any) -> Any:
-    return keras.saving.serialize_keras_object(value)
