@@ -1,4 +1,6 @@
-"""0.17's `tensorflow_similarity.api`: every component subpackage, under one module.
+"""0.17 path: re-exports `architectures`, `augmenters`, `callbacks` and 15 more.
+
+0.17's `tensorflow_similarity.api`: every component subpackage, under one module.
 
 `SimilarityModel` (a Keras model with an index: `index`, `lookup`,
 `calibrate`, `match`), the metric losses (`MetricLoss` and its subclasses,

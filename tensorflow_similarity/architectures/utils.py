@@ -1,4 +1,7 @@
-"""0.17's module path of `convert_sync_batchnorm`, now in `tensorflow_similarity.distribute`."""
+"""0.17 path: re-exports `convert_sync_batchnorm`.
+
+Defined in `tensorflow_similarity.distribute`.
+"""
 
 from tensorflow_similarity.distribute import convert_sync_batchnorm
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `Augmenter`, now in `tensorflow_similarity.augmenters.legacy`."""
+"""0.17 path: re-exports `Augmenter`.
+
+Defined in `tensorflow_similarity.augmenters.legacy`.
+"""
 
 from tensorflow_similarity.augmenters.legacy import Augmenter
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `ContrastiveAugmenter`, now in `augmenters.legacy`."""
+"""0.17 path: re-exports `ContrastiveAugmenter`.
+
+Defined in `tensorflow_similarity.augmenters.legacy`.
+"""
 
 from tensorflow_similarity.augmenters.legacy import ContrastiveAugmenter
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `make_classification_metric`, now in `classification_metrics.registry`."""
+"""0.17 path: re-exports `make_classification_metric`.
+
+Defined in `tensorflow_similarity.classification_metrics.registry`.
+"""
 
 from tensorflow_similarity.classification_metrics.registry import make_classification_metric
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `make_classification_matcher`, now in `matchers.registry`."""
+"""0.17 path: re-exports `make_classification_matcher`.
+
+Defined in `tensorflow_similarity.matchers.registry`.
+"""
 
 from tensorflow_similarity.matchers.registry import make_classification_matcher
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `compute_match_mask`, now in `retrieval_metrics.retrieval_metric`."""
+"""0.17 path: re-exports `compute_match_mask`.
+
+Defined in `tensorflow_similarity.retrieval_metrics.retrieval_metric`.
+"""
 
 from tensorflow_similarity.retrieval_metrics.retrieval_metric import compute_match_mask
 

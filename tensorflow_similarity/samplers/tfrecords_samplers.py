@@ -1,4 +1,7 @@
-"""0.17's module path of `TFRecordDatasetSampler`."""
+"""0.17 path: re-exports `TFRecordDatasetSampler`.
+
+Defined in `tensorflow_similarity.samplers.tfrecord_dataset_sampler`.
+"""
 
 from tensorflow_similarity.samplers.tfrecord_dataset_sampler import TFRecordDatasetSampler
 

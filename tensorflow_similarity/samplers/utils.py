@@ -1,4 +1,7 @@
-"""0.17's module path of `select_examples`."""
+"""0.17 path: re-exports `select_examples`.
+
+Defined in `tensorflow_similarity.samplers.select_examples`.
+"""
 
 from tensorflow_similarity.samplers.select_examples import select_examples
 

@@ -1,4 +1,9 @@
-"""0.17's module path of the distance metrics and their shortcuts."""
+"""0.17 path: re-exports `DistanceGapMetric`, `DistanceMetric` and 9 more.
+
+The distance metrics and their nine shortcuts (`avg_neg`, ..., `sum_pos`), defined in
+`tensorflow_similarity.training_metrics.distance_gap_metric`, `.distance_metric` and
+`.shortcuts`.
+"""
 
 from tensorflow_similarity.training_metrics.distance_gap_metric import DistanceGapMetric
 from tensorflow_similarity.training_metrics.distance_metric import DistanceMetric

@@ -1,4 +1,7 @@
-"""0.17's module path of `confusion_matrix`."""
+"""0.17 path: re-exports `confusion_matrix`.
+
+Defined in `tensorflow_similarity.visualization.confusion_matrix`.
+"""
 
 from tensorflow_similarity.visualization.confusion_matrix import confusion_matrix
 

@@ -1,4 +1,7 @@
-"""0.17's module path of `projector` and `tensor2images`."""
+"""0.17 path: re-exports `projector`, `tensor2images`.
+
+Defined in `tensorflow_similarity.visualization.projection`.
+"""
 
 from tensorflow_similarity.visualization.projection import projector, tensor2images
 
