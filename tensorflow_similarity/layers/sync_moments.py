@@ -2,10 +2,52 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
 from keras import ops
 
 from tensorflow_similarity import collectives
+
+
+class Moments(NamedTuple):
+    """What `cross_replica_moments` returns: a group's statistics and the moving-average update.
+
+    Attributes:
+        mean: `[channels]` mean of the caller's sync group.
+        variance: `[channels]` (biased) variance of the caller's sync group.
+        moving_mean_update: `[channels]` value the moving mean should absorb:
+            the mean, over groups that saw data, of the group means (the
+            group's own mean when all replicas form one group). The same on
+            every replica, so that mirrored moving statistics never diverge.
+        moving_variance_update: `[channels]`, likewise for the variance.
+        seen: `[1]` or `[channels]`, positive where some replica of some group
+            saw data (the global count for one group, else the number of groups
+            that saw data). The same on every replica.
+    """
+
+    mean: tf.Tensor
+    variance: tf.Tensor
+    moving_mean_update: tf.Tensor
+    moving_variance_update: tf.Tensor
+    seen: tf.Tensor
+
+
+class _LocalSums(NamedTuple):
+    """One replica's shifted sums, `[channels]` each (`count` may be `[1]`)."""
+
+    count: tf.Tensor
+    shift: tf.Tensor
+    first_sum: tf.Tensor
+    second_sum: tf.Tensor
+
+
+class _GroupMoments(NamedTuple):
+    """Count, mean and variance of each sync group: `[channels]`, or `[groups, channels]`."""
+
+    count: tf.Tensor
+    mean: tf.Tensor
+    variance: tf.Tensor
 
 
 def cross_replica_moments(
@@ -16,7 +58,7 @@ def cross_replica_moments(
     group_size: int,
     exchange: str = "reduce",
     reference: tf.Tensor | None = None,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> Moments:
     """Per-channel mean and variance of `x` over a sync group, with one collective each way.
 
     Forward, in one pass over `x`: every replica shifts its data by a value of its
@@ -60,128 +102,183 @@ def cross_replica_moments(
             `"reduce"`.
 
     Returns:
-        `(mean, variance, moving_mean_update, moving_variance_update, seen)`.
-        The first two, `[channels]`, are the caller's group statistics. The next
-        two are what the moving averages should absorb, the same on every
-        replica so that mirrored moving statistics never diverge: the mean,
-        over groups that saw data, of the group statistics (the group's own
-        when all replicas form one group). `seen`, of shape `[1]` or
-        `[channels]`, is positive where some replica of some group saw data,
-        also the same on every replica.
+        A `Moments`: the caller's group `mean` and `variance`, and the
+        `moving_mean_update`, `moving_variance_update` and `seen` that are the
+        same on every replica (see `Moments`).
     """
-    ndim = len(x.shape)
-    reduction_axes = [i for i in range(ndim) if i != axis]
-    channels = x.shape[axis]
-    num_groups = ctx.num_replicas_in_sync // group_size
     wide = tf.float64 if exchange == "reduce" else x.dtype
-
-    def per_channel(vector):
-        """A `[channels]` vector, broadcastable against `x`."""
-        if axis == ndim - 1:
-            return vector
-        return tf.reshape(vector, [-1 if i == axis else 1 for i in range(ndim)])
-
-    positions = x.shape.num_elements()
-    if weights is None:
-        # Counted at trace time when the shape is static (the usual case in a
-        # traced step); one count per replica, not per channel.
-        if positions is not None:
-            local_count = tf.constant([positions // channels], wide)
-        else:
-            local_count = tf.reshape(tf.cast(tf.size(x), wide) / channels, [1])
-    else:
-        local_count = tf.cast(tf.reduce_sum(weights, axis=reduction_axes), wide)
-
-    def local_sums(x):
-        """`(shift, S1, S2)` of this replica, `[channels]` each."""
-        if weights is None and positions:
-            # A static, non-empty replica: its first position of each channel.
-            shift = x[tuple(slice(None) if i == axis else 0 for i in range(ndim))]
-            centred = x - per_channel(shift)
-        elif weights is None:
-            # The first position of each channel, kept broadcastable; summed to a
-            # vector so that an empty replica has shift 0 (and sums 0).
-            first = x[tuple(slice(None) if i == axis else slice(0, 1) for i in range(ndim))]
-            shift = tf.reduce_sum(first, axis=reduction_axes)
-            centred = x - first
-        else:
-            # Masked positions may hold padding far from the data: shift by the masked mean.
-            count = tf.cast(local_count, x.dtype)
-            shift = tf.math.divide_no_nan(tf.reduce_sum(x * weights, axis=reduction_axes), count)
-            centred = (x - per_channel(shift)) * weights
-        first_sum = tf.reduce_sum(centred, axis=reduction_axes)
-        second_sum = tf.reduce_sum(tf.square(centred), axis=reduction_axes)
-        return shift, first_sum, second_sum
-
-    def reduce_merge(shift, first_sum, second_sum):
-        """Group `(count, mean, variance)`, `[channels]` (or `[groups, channels]`)."""
-        shared = tf.cast(reference, wide)
-        offset = tf.cast(shift, wide) - shared
-        first_sum = tf.cast(first_sum, wide)
-        first = first_sum + local_count * offset
-        second = tf.cast(second_sum, wide) + offset * (first_sum + first)
-        packed = tf.concat([local_count, first, second], 0)
-        if num_groups == 1:
-            sums = ctx.all_reduce(tf.distribute.ReduceOp.SUM, packed)
-        else:
-            sums = collectives.sum_by_group(ctx, packed, group_size)
-        count, first, second = tf.split(sums, [local_count.shape[0], channels, channels], -1)
-        mean_offset = tf.math.divide_no_nan(first, count)
-        m2 = tf.maximum(second - first * mean_offset, 0.0)
-        mean = shared + mean_offset
-        variance = tf.math.divide_no_nan(m2, count)
-        return tuple(tf.cast(t, x.dtype) for t in (count, mean, variance))
-
-    def gather_merge(shift, first_sum, second_sum):
-        """Group `(count, mean, variance)`, `[channels]` (or `[groups, channels]`)."""
-        count = local_count * tf.ones([channels], x.dtype)
-        offset = tf.math.divide_no_nan(first_sum, count)
-        m2 = tf.maximum(second_sum - first_sum * offset, 0.0)
-        row = tf.concat([count, shift, offset, m2], 0)
-        shape = [group_size, 4, channels] if num_groups == 1 else [num_groups, group_size, 4, -1]
-        rows = tf.reshape(collectives.gather_rows(ctx, row), shape)
-        return _chan_merge(*tf.unstack(rows, axis=-2), axis=-2)
-
-    merge = reduce_merge if exchange == "reduce" else gather_merge
+    local_count = _local_count(x, axis, weights, wide)
 
     @tf.custom_gradient
     def moments(x):
-        group_count, group_mean, group_variance = merge(*local_sums(x))
-        if num_groups == 1:
-            count, mean, variance = group_count, group_mean, group_variance
-            # One group: the moving statistics absorb its statistics.
-            mean_update, variance_update, seen = mean, variance, count
+        if weights is None:
+            local = _local_sums(x, axis, local_count)
         else:
-            group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
-            count = tf.gather(group_count, group_id)
-            mean = tf.gather(group_mean, group_id)
-            variance = tf.gather(group_variance, group_id)
-            saw_data = tf.cast(group_count > 0, x.dtype)
-            seen = tf.reduce_sum(saw_data, axis=0)
-            mean_update = tf.math.divide_no_nan(tf.reduce_sum(saw_data * group_mean, 0), seen)
-            variance_update = tf.math.divide_no_nan(
-                tf.reduce_sum(saw_data * group_variance, 0), seen
-            )
+            local = _masked_local_sums(x, axis, weights, local_count)
+        if exchange == "reduce":
+            groups = _reduce_exchange(local, ctx, group_size, reference, x.dtype)
+        else:
+            groups = _gather_exchange(local, ctx, group_size)
+        count, result = _own_group_moments(groups, ctx, group_size)
 
         def grad(d_mean, d_variance, *unused):
             del unused
-            d_mean = tf.zeros_like(mean) if d_mean is None else d_mean
-            d_variance = tf.zeros_like(variance) if d_variance is None else d_variance
-            packed = collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size)
-            # dx = (d_mean + 2 d_variance (x - mean)) / N, as one multiply-add per element.
-            inv_count = tf.math.reciprocal_no_nan(count)
-            if count.shape[0] == 1:
-                d_mean, d_variance = tf.split(packed * inv_count, 2)
-            else:
-                d_mean, d_variance = (part * inv_count for part in tf.split(packed, 2))
-            scale = 2.0 * d_variance
-            offset = d_mean - scale * mean
-            dx = x * per_channel(scale) + per_channel(offset)
-            return dx if weights is None else dx * weights
+            return _moments_gradient(
+                x, axis, weights, ctx, group_size, count, result.mean, d_mean, d_variance
+            )
 
-        return (mean, variance, mean_update, variance_update, seen), grad
+        return tuple(result), grad
 
-    return moments(x)
+    return Moments(*moments(x))
+
+
+def _reduction_axes(x: tf.Tensor, axis: int) -> list[int]:
+    return [i for i in range(len(x.shape)) if i != axis]
+
+
+def _per_channel(vector: tf.Tensor, axis: int, ndim: int) -> tf.Tensor:
+    """A `[channels]` vector, broadcastable against an input of rank `ndim`."""
+    if axis == ndim - 1:
+        return vector
+    return tf.reshape(vector, [-1 if i == axis else 1 for i in range(ndim)])
+
+
+def _local_count(x: tf.Tensor, axis: int, weights: tf.Tensor | None, dtype: tf.DType) -> tf.Tensor:
+    """This replica's number of positions: `[1]` without a mask, else `[channels]`."""
+    if weights is not None:
+        return tf.cast(tf.reduce_sum(weights, axis=_reduction_axes(x, axis)), dtype)
+    channels = x.shape[axis]
+    positions = x.shape.num_elements()
+    if positions is not None:
+        # Counted at trace time when the shape is static (the usual case in a traced step).
+        return tf.constant([positions // channels], dtype)
+    return tf.reshape(tf.cast(tf.size(x), dtype) / channels, [1])
+
+
+def _local_sums(x: tf.Tensor, axis: int, count: tf.Tensor) -> _LocalSums:
+    """Sums of `x` shifted by its first position of each channel."""
+    ndim = len(x.shape)
+    reduction_axes = _reduction_axes(x, axis)
+    if x.shape.num_elements():
+        # A static, non-empty replica.
+        shift = x[tuple(slice(None) if i == axis else 0 for i in range(ndim))]
+        centred = x - _per_channel(shift, axis, ndim)
+    else:
+        # Kept broadcastable and summed to a vector, so that an empty replica has
+        # shift 0 (and sums 0).
+        first = x[tuple(slice(None) if i == axis else slice(0, 1) for i in range(ndim))]
+        shift = tf.reduce_sum(first, axis=reduction_axes)
+        centred = x - first
+    return _LocalSums(count, shift, *_centred_sums(centred, reduction_axes))
+
+
+def _masked_local_sums(x: tf.Tensor, axis: int, weights: tf.Tensor, count: tf.Tensor) -> _LocalSums:
+    """Sums of the unmasked `x` shifted by their mean.
+
+    Masked positions may hold padding far from the data, so the first position
+    is no shift for them.
+    """
+    reduction_axes = _reduction_axes(x, axis)
+    shift = tf.math.divide_no_nan(
+        tf.reduce_sum(x * weights, axis=reduction_axes), tf.cast(count, x.dtype)
+    )
+    centred = (x - _per_channel(shift, axis, len(x.shape))) * weights
+    return _LocalSums(count, shift, *_centred_sums(centred, reduction_axes))
+
+
+def _centred_sums(centred: tf.Tensor, reduction_axes: list[int]) -> tuple[tf.Tensor, tf.Tensor]:
+    first_sum = tf.reduce_sum(centred, axis=reduction_axes)
+    second_sum = tf.reduce_sum(tf.square(centred), axis=reduction_axes)
+    return first_sum, second_sum
+
+
+def _reduce_exchange(
+    local: _LocalSums,
+    ctx: tf.distribute.ReplicaContext,
+    group_size: int,
+    reference: tf.Tensor,
+    dtype: tf.DType,
+) -> _GroupMoments:
+    """The `"reduce"` exchange: sums re-centred on `reference`, all-reduced in float64."""
+    channels = local.shift.shape[0]
+    shared = tf.cast(reference, tf.float64)
+    offset = tf.cast(local.shift, tf.float64) - shared
+    first_sum = tf.cast(local.first_sum, tf.float64)
+    first = first_sum + local.count * offset
+    second = tf.cast(local.second_sum, tf.float64) + offset * (first_sum + first)
+    packed = tf.concat([local.count, first, second], 0)
+    if group_size == ctx.num_replicas_in_sync:
+        sums = ctx.all_reduce(tf.distribute.ReduceOp.SUM, packed)
+    else:
+        sums = collectives.sum_by_group(ctx, packed, group_size)
+    count, first, second = tf.split(sums, [local.count.shape[0], channels, channels], -1)
+    mean_offset = tf.math.divide_no_nan(first, count)
+    m2 = tf.maximum(second - first * mean_offset, 0.0)
+    mean = shared + mean_offset
+    variance = tf.math.divide_no_nan(m2, count)
+    return _GroupMoments(*(tf.cast(t, dtype) for t in (count, mean, variance)))
+
+
+def _gather_exchange(
+    local: _LocalSums, ctx: tf.distribute.ReplicaContext, group_size: int
+) -> _GroupMoments:
+    """The `"gather"` exchange: every replica's `(count, shift, offset, M2)`, merged by Chan."""
+    channels = local.shift.shape[0]
+    num_groups = ctx.num_replicas_in_sync // group_size
+    count = local.count * tf.ones([channels], local.shift.dtype)
+    offset = tf.math.divide_no_nan(local.first_sum, count)
+    m2 = tf.maximum(local.second_sum - local.first_sum * offset, 0.0)
+    row = tf.concat([count, local.shift, offset, m2], 0)
+    shape = [group_size, 4, channels] if num_groups == 1 else [num_groups, group_size, 4, -1]
+    rows = tf.reshape(collectives.gather_rows(ctx, row), shape)
+    return _GroupMoments(*_chan_merge(*tf.unstack(rows, axis=-2), axis=-2))
+
+
+def _own_group_moments(
+    groups: _GroupMoments, ctx: tf.distribute.ReplicaContext, group_size: int
+) -> tuple[tf.Tensor, Moments]:
+    """The caller's group count and its `Moments`, from every group's statistics."""
+    if group_size == ctx.num_replicas_in_sync:
+        # One group: the moving statistics absorb its statistics.
+        count, mean, variance = groups
+        return count, Moments(mean, variance, mean, variance, count)
+    group_id = tf.cast(ctx.replica_id_in_sync_group, tf.int32) // group_size
+    count = tf.gather(groups.count, group_id)
+    mean = tf.gather(groups.mean, group_id)
+    variance = tf.gather(groups.variance, group_id)
+    saw_data = tf.cast(groups.count > 0, mean.dtype)
+    seen = tf.reduce_sum(saw_data, axis=0)
+    mean_update = tf.math.divide_no_nan(tf.reduce_sum(saw_data * groups.mean, 0), seen)
+    variance_update = tf.math.divide_no_nan(tf.reduce_sum(saw_data * groups.variance, 0), seen)
+    return count, Moments(mean, variance, mean_update, variance_update, seen)
+
+
+def _moments_gradient(
+    x: tf.Tensor,
+    axis: int,
+    weights: tf.Tensor | None,
+    ctx: tf.distribute.ReplicaContext,
+    group_size: int,
+    count: tf.Tensor,
+    mean: tf.Tensor,
+    d_mean: tf.Tensor | None,
+    d_variance: tf.Tensor | None,
+) -> tf.Tensor:
+    """`dx` from the gradients reaching the group mean and variance on every replica."""
+    d_mean = tf.zeros_like(mean) if d_mean is None else d_mean
+    d_variance = tf.zeros_like(mean) if d_variance is None else d_variance
+    packed = collectives.group_sum(ctx, tf.concat([d_mean, d_variance], 0), group_size)
+    # dx = (d_mean + 2 d_variance (x - mean)) / N, as one multiply-add per element.
+    inv_count = tf.math.reciprocal_no_nan(count)
+    if count.shape[0] == 1:
+        d_mean, d_variance = tf.split(packed * inv_count, 2)
+    else:
+        d_mean, d_variance = (part * inv_count for part in tf.split(packed, 2))
+    scale = 2.0 * d_variance
+    offset = d_mean - scale * mean
+    ndim = len(x.shape)
+    dx = x * _per_channel(scale, axis, ndim) + _per_channel(offset, axis, ndim)
+    return dx if weights is None else dx * weights
 
 
 def normalize(
