@@ -77,8 +77,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             are exact to float32 rounding for `|mean| / std` up to 1e4.
         **kwargs: Base layer keyword arguments (`name`, `dtype`, `trainable`).
             `synchronized` is accepted for compatibility with Keras configs and
-            has no effect: this layer always synchronises, and its
-            `synchronized` attribute reads `True`. `renorm=True` is
+            has no effect: the layer's `synchronized` attribute is always
+            `True`, in Keras' sense (the training statistics are those of the
+            global batch), though the synchronisation is this layer's own,
+            never Keras' `synchronized=True` path. `renorm=True` is
             rejected (batch renormalisation is not synchronised).
 
     Raises:
@@ -179,7 +181,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             gamma_regularizer=gamma_regularizer,
             beta_constraint=beta_constraint,
             gamma_constraint=gamma_constraint,
-            synchronized=False,
+            synchronized=True,
             **kwargs,
         )
         self.group_size = group_size
@@ -196,29 +198,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             )
         super().build(input_shape)
 
-    @property
-    def synchronized(self) -> bool:
-        """`True`: the layer synchronises its statistics (through its own collectives).
-
-        Keras' `BatchNormalization` reads this attribute to pick its own
-        synchronised moments; while this layer delegates a call that needs no
-        synchronisation to Keras, it reads `False`, so Keras' path stays off.
-        """
-        return not getattr(self, "_delegating", False)
-
-    @synchronized.setter
-    def synchronized(self, value: bool) -> None:
-        # Keras' constructor assigns the flag; synchronisation here is always on.
-        del value
-
     def call(self, inputs, training=None, mask=None):
         ctx = collectives.sync_replica_context()
         if not (training and self.trainable) or ctx is None:
-            self._delegating = True
-            try:
-                return super().call(inputs, training=training, mask=mask)
-            finally:
-                self._delegating = False
+            return super().call(inputs, training=training, mask=mask)
         group_size = collectives.check_group_size(self.group_size, ctx.num_replicas_in_sync)
         if mask is not None and len(mask.shape) != len(inputs.shape) - 1:
             raise ValueError(
@@ -242,7 +225,7 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         # communicating) and the start of the moving-average update.
         old_mean = ops.cast(self.moving_mean, x.dtype)
         old_variance = ops.cast(self.moving_variance, x.dtype)
-        mean, variance, mean_update, variance_update, seen = cross_replica_moments(
+        moments = cross_replica_moments(
             x, axis, weights, ctx, group_size, exchange=exchange, reference=old_mean
         )
 
@@ -255,27 +238,38 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             # common case, taken at trace time: three ops fewer per layer).
             keep, rate = self.momentum, 1.0 - self.momentum
         else:
-            seen = seen > 0
+            seen = moments.seen > 0
             keep = tf.where(seen, tf.constant(self.momentum, x.dtype), tf.constant(1.0, x.dtype))
             rate = tf.where(
                 seen, tf.constant(1.0 - self.momentum, x.dtype), tf.constant(0.0, x.dtype)
             )
         for stat, old, batch_value in (
-            (self.moving_mean, old_mean, mean_update),
-            (self.moving_variance, old_variance, variance_update),
+            (self.moving_mean, old_mean, moments.moving_mean_update),
+            (self.moving_variance, old_variance, moments.moving_variance_update),
         ):
             stat.assign(ops.cast(old * keep + batch_value * rate, stat.dtype))
 
         outputs = normalize(
             x,
-            mean,
-            variance,
+            moments.mean,
+            moments.variance,
             offset=ops.cast(self.beta, x.dtype) if self.center else None,
             scale=ops.cast(self.gamma, x.dtype) if self.scale else None,
             epsilon=self.epsilon,
             axis=axis,
         )
         return ops.cast(outputs, self.compute_dtype)
+
+    def _moments(self, inputs, mask):
+        # Keras' `call` asks for batch moments only where this layer needs no
+        # synchronisation (`call` handles the rest). Keras' own `_moments` would
+        # read `synchronized=True` and take its all-reduced `E[x^2] - E[x]^2`
+        # path; here they are the local moments of plain batch normalisation.
+        if mask is not None:
+            return super()._moments(inputs, mask)  # Keras' masked moments never all-reduce.
+        axis = self.axis % len(inputs.shape)
+        axes = [i for i in range(len(inputs.shape)) if i != axis]
+        return ops.moments(inputs, axes=axes, synchronized=False)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

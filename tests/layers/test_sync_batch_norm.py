@@ -333,6 +333,52 @@ def test_plain_behaviour_without_strategy_is_bit_identical():
     np.testing.assert_array_equal(sync.moving_mean.numpy(), ref.moving_mean.numpy())
 
 
+@pytest.mark.parametrize(
+    "shape, axis, masked",
+    [((6, 4, 3), -1, False), ((6, 4, 3), -1, True), ((6, 3, 4, 2), 1, False)],
+    ids=["channels_last", "masked", "channels_first"],
+)
+def test_one_replica_training_is_plain_batch_norm(shape, axis, masked):
+    """One replica needs no synchronisation: Keras' local moments, not its all-reduced ones.
+
+    `synchronized` reads `True` for Keras too, so this pins that the layer keeps
+    Keras' `synchronized=True` path (three all-reduces, `E[x^2] - E[x]^2`) off.
+    """
+    rng = np.random.default_rng(11)
+    x = rng.normal(5.0, 2.0, size=shape).astype("float32")
+    upstream = rng.normal(size=shape).astype("float32")
+    mask = rng.uniform(size=shape[:-1]) > 0.3 if masked else None
+    _, values = make_pair(shape, axis=axis)
+    strategy = mirrored_strategy(1)
+    masks = None if mask is None else [mask]
+    with strategy.scope():
+        ref = keras.layers.BatchNormalization(axis=axis, momentum=0.7)
+        ref.build(shape)
+        for name, value in values.items():
+            getattr(ref, name).assign(value.astype("float32"))
+    y_ref, grads_ref, _ = distributed_step(ref, strategy, [x], [upstream], masks)
+    sync = build_sync(shape, values, strategy, axis=axis, momentum=0.7)
+    y, grads, traced = distributed_step(sync, strategy, [x], [upstream], masks)
+    assert count_collectives(traced) == 0
+    np.testing.assert_array_equal(y, y_ref)
+    for g, g_ref in zip(grads, grads_ref, strict=True):
+        np.testing.assert_array_equal(g, g_ref)
+    np.testing.assert_array_equal(sync.moving_mean.numpy(), ref.moving_mean.numpy())
+    np.testing.assert_array_equal(sync.moving_variance.numpy(), ref.moving_variance.numpy())
+
+
+@pytest.mark.parametrize("argument", [{}, {"synchronized": False}, {"synchronized": True}])
+def test_synchronized_reads_true_and_stays_out_of_the_config(argument):
+    layer = SyncBatchNormalization(**argument)
+    assert layer.synchronized is True
+    x = np.random.default_rng(12).normal(size=(4, 3)).astype("float32")
+    layer(x, training=True)
+    assert layer.synchronized is True
+    config = layer.get_config()
+    assert "synchronized" not in config
+    assert SyncBatchNormalization.from_config({**config, **argument}).synchronized is True
+
+
 @pytest.mark.parametrize("mode", ["inference", "frozen", "cross_replica"])
 def test_no_collective_outside_synchronised_training(mode):
     rng = np.random.default_rng(9)
