@@ -582,7 +582,7 @@ def test_activation_std_logging_layer_passes_through_and_logs_the_spread():
 
 
 def test_sync_batch_norm_reports_synchronized_without_keras_sync(monkeypatch):
-    import keras.src.ops as keras_ops  # the module Keras' BatchNormalization calls
+    import keras.ops as keras_ops  # the module SyncBatchNormalization calls
 
     calls = []
     moments = keras_ops.moments
