@@ -1,9 +1,7 @@
 """Models of tensorflow-similarity."""
 
-from tensorflow_similarity.models.contrastive_model import (
-    ContrastiveModel,
-    create_contrastive_model,
-)
+from tensorflow_similarity.models.contrastive import ContrastiveModel
+from tensorflow_similarity.models.factory import create_contrastive_model
 from tensorflow_similarity.models.heads import (
     build_predictor,
     build_projector,

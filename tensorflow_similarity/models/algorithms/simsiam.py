@@ -1,0 +1,57 @@
+"""SimSiam: a predictor on one branch, a stop-gradient on the other (Chen & He, CVPR 2021)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from tensorflow_similarity import losses
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
+from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
+from tensorflow_similarity.models.algorithms.registry import register_algorithm
+from tensorflow_similarity.models.mlp_heads import ProjectorSpec, build_predictor
+
+
+@register_algorithm
+class SimSiam(ContrastiveAlgorithm):
+    """SimSiam: each view's prediction regresses the other view's projection.
+
+    Heads: the paper's 3-layer projector (2048-2048-2048 on ResNet-50, batch
+    norm on every layer, the output's without affine) and a 2-layer
+    predictor whose bottleneck is a quarter of the projection width. Forward:
+    `0.5 * (loss(z2, p1) + loss(z1, p2))`, the loss stopping the gradient of
+    its target (`SimSiamLoss`). The reference implementation calls the
+    encoder once per view.
+    """
+
+    name = "simsiam"
+    title = "SimSiam"
+    projector = ProjectorSpec(hidden_layers=2, hidden_dim=2048, output_dim=2048, output_bn="none")
+    concat_views = False
+    has_predictor = True
+
+    def default_loss(self) -> keras.losses.Loss:
+        return losses.SimSiamLoss()
+
+    def build_predictor(
+        self,
+        input_dim: int,
+        hidden_dim: int | None = None,
+        sync_bn: bool | SyncBatchNormPlugin = False,
+    ) -> keras.Model:
+        return build_predictor(
+            input_dim, hidden_dim=hidden_dim or max(input_dim // 4, 1), sync_bn=sync_bn
+        )
+
+    def check_heads(self, projector: keras.Model, predictor: keras.Model | None) -> None:
+        if predictor is None:
+            raise ValueError(
+                "SimSiam needs a predictor model (it is what breaks the symmetry between "
+                "the views). Pass predictor=..., or build all heads with "
+                "create_contrastive_model(backbone, 'simsiam')."
+            )
+
+    def forward(self, model: Any, view1: Any, view2: Any, loss: Any, training: bool) -> Forward:
+        z1, z2 = self.project(model, view1, view2, training)
+        return self.prediction_forward(model, z1, z2, loss, training)

@@ -1,0 +1,400 @@
+"""Self-supervised training of a backbone with two augmented views of each image."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tensorflow_similarity.collectives import global_sum
+from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.l2_normalize import l2_normalize
+from tensorflow_similarity.models.algorithms import get_algorithm
+from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
+from tensorflow_similarity.models.non_finite import fit_arguments, nan_unless_finite
+from tensorflow_similarity.models.view_pairs import is_stacked_pair, pack_view_pairs, split_views
+from tensorflow_similarity.search import Search
+from tensorflow_similarity.stores import Store
+
+__all__ = ["ContrastiveModel"]
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class ContrastiveModel(BackboneIndexMixin, keras.Model):
+    """A backbone trained self-supervised on two views, with global-batch semantics.
+
+    `fit` takes either pairs of views `(view1, view2)` or batches of images plus an
+    `augmenter` that makes the two views. Each step runs the algorithm's
+    forward pass (see `models.algorithms`, one module per method): the views
+    through the backbone, the projector and (SimSiam) the predictor, and the
+    algorithm's loss, which the step minimises. Under `tf.distribute` (`MirroredStrategy`,
+    `MultiWorkerMirroredStrategy`) one step means exactly what it means on one
+    device holding the global batch:
+
+    * the loss is computed over the global batch (the losses gather embeddings
+      across replicas), and each replica minimises its `1 / num_replicas` share
+      of it (the Keras loss convention), so the optimizer's sum of replica
+      gradients is the gradient of the global loss;
+    * regularisation losses of the sub-models are also scaled by
+      `1 / num_replicas`, so that summed over replicas they count once;
+    * with `sync_bn`, every batch norm in the backbone, projector and predictor
+      uses global-batch statistics.
+
+    The backbone's representations can be indexed and searched as a
+    `SimilarityModel`'s embeddings (`compile` or `create_index`, `index`,
+    `lookup`, `calibrate`, `match`, ...: see `IndexMixin`); `save` writes the
+    index beside the model file, and `load_index` reads it back.
+
+    The model is built as soon as its sub-models are (Functional models, such
+    as `create_contrastive_model` and the architectures make, are built when
+    made), so `save` and `keras.callbacks.ModelCheckpoint` write its weights
+    and optimizer state, and a loaded model resumes training where it
+    stopped. Sub-models built only by their first call make the model built
+    at the end of `fit`.
+
+    Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
+    the per-dimension standard deviation of the L2-normalised outputs over the
+    global batch (as one device holding it would compute it), averaged over
+    dimensions. It is about `1/sqrt(dim)` for a healthy representation and
+    falls to 0 when it collapses.
+
+    Args:
+        backbone: Keras model mapping images to representations (what `predict`
+            and `embed` return).
+        projector: Keras model mapping representations to projections.
+        predictor: Keras model mapping projections to predictions (SimSiam), or
+            `None`. Defaults to `None`.
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
+            name registered with `models.algorithms.register_algorithm`; picks
+            the forward pass and the default loss. Defaults to `"simsiam"`.
+        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`: synchronise the batch
+            norm of all three sub-models (converted copies are used; the models
+            passed in are untouched). Defaults to `False`.
+        augmenter: Callable `images -> (view1, view2)`, used when `fit` receives
+            plain images. Defaults to `None` (the data must hold view pairs).
+        concat_views: `True` runs both views through the networks as one batch
+            (batch norm normalises over both views), `False` one call per view.
+            `None` (default) does what the algorithm's paper did (its
+            `concat_views`): `True` for SimCLR, `False` for the others.
+        **kwargs: `keras.Model` keyword arguments (`name`, ...).
+
+    Raises:
+        ValueError: For an unknown `algorithm`, or heads it cannot train with
+            (SimSiam without a predictor).
+        TypeError: If a sub-model is not a Keras model or `sync_bn` is invalid.
+
+    Example:
+
+    Training under a strategy, on a `tf.data.Dataset` of `(view1, view2)`
+    batches (`view_pairs`), so the example is not a doctest:
+
+    ```python
+    import tensorflow as tf
+    from tensorflow_similarity.architectures import ResNet18Sim
+    from tensorflow_similarity.models import create_contrastive_model
+
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = create_contrastive_model(ResNet18Sim((32, 32, 3)), "simsiam", sync_bn=True)
+        model.compile(optimizer="sgd")
+    model.fit(view_pairs, epochs=10)
+    ```
+    """
+
+    def __init__(
+        self,
+        backbone: keras.Model,
+        projector: keras.Model,
+        predictor: keras.Model | None = None,
+        algorithm: str = "simsiam",
+        sync_bn: bool | SyncBatchNormPlugin = False,
+        augmenter: Any = None,
+        concat_views: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        method = get_algorithm(algorithm)
+        for name, sub_model in (("backbone", backbone), ("projector", projector)):
+            if not isinstance(sub_model, keras.Model):
+                raise TypeError(f"{name} must be a keras.Model, got {type(sub_model).__name__}.")
+        if predictor is not None and not isinstance(predictor, keras.Model):
+            raise TypeError(
+                f"predictor must be a keras.Model or None, got {type(predictor).__name__}."
+            )
+        method.check_heads(projector, predictor)
+        if augmenter is not None and not callable(augmenter):
+            raise TypeError("augmenter must be callable: images -> (view1, view2).")
+        plugin = resolve_sync_bn(sync_bn)
+        super().__init__(**kwargs)
+        if plugin is not None:
+            # A sub-model built synchronised (a native builder with sync_bn) comes back as is.
+            backbone, projector = plugin.apply(backbone), plugin.apply(projector)
+            predictor = plugin.apply(predictor) if predictor is not None else None
+        self.backbone = backbone
+        self.projector = projector
+        self.predictor = predictor
+        self.algorithm = method.name
+        self._method = method
+        self.sync_bn = plugin
+        self.augmenter = augmenter
+        self.concat_views = concat_views
+        self._views_concatenated = (
+            method.concat_views if concat_views is None else bool(concat_views)
+        )
+        self._default_loss = method.default_loss()
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.proj_std_tracker = keras.metrics.Mean(name="proj_std")
+        self.pred_std_tracker = keras.metrics.Mean(name="pred_std") if predictor else None
+        self._index_settings: dict[str, Any] | None = None
+        # Last: building locks the model's state (Keras adds no layer or variable after).
+        self._build_when_ready()
+
+    def _build_when_ready(self) -> None:
+        """Marks the model built once its sub-models are, so that saving keeps its state.
+
+        The training step calls the sub-models, never `call`, so Keras itself
+        would leave the model unbuilt: saved without a build config, it would
+        load with no optimizer variables and drop the optimizer's state.
+        """
+        sub_models = [self.backbone, self.projector, self.predictor]
+        if self.built or not all(m.built for m in sub_models if m is not None):
+            return
+        inputs = getattr(self.backbone, "inputs", None)
+        self.build(tuple(inputs[0].shape) if inputs else None)
+
+    @property
+    def metrics(self) -> list[keras.metrics.Metric]:
+        trackers = [self.loss_tracker, self.proj_std_tracker]
+        if self.pred_std_tracker is not None:
+            trackers.append(self.pred_std_tracker)
+        return trackers
+
+    def call(self, inputs, training=None, mask=None):
+        """Returns the backbone's representations of `inputs` (see `predict`)."""
+        del mask
+        if is_stacked_pair(inputs, self._image_rank()):
+            inputs = inputs[:, 0]
+        return self.backbone(inputs, training=training)
+
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        metrics: Any = None,
+        loss_weights: Any = None,
+        weighted_metrics: Any = None,
+        run_eagerly: bool = False,
+        steps_per_execution: int = 1,
+        distance: Distance | str = "cosine",
+        kv_store: Store | str = "memory",
+        search: Search | str = "linear",
+        evaluator: Evaluator | str = "memory",
+        stat_buffer_size: int = 1000,
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.compile`, with `loss` the loss of the two views' outputs, and the index.
+
+        The loss is called by this model's own training step, as
+        `loss(target, prediction)` on the outputs of the two views (see
+        `train_step`), never by Keras' compiled-loss machinery, which calls a
+        compiled loss with `y_true=None` while it builds it and has no labels
+        to give it here. As in 0.17, `compile` also creates the (empty) index
+        of the backbone's representations, with `create_index`'s arguments,
+        when the backbone outputs `[batch, dim]` vectors.
+
+        Args:
+            optimizer: As for `keras.Model.compile`.
+            loss: A loss of two views, such as `SimCLRLoss(temperature=0.5)`,
+                or `None` (default) for the algorithm's.
+            metrics: As for `keras.Model.compile`.
+            loss_weights: As for `keras.Model.compile`.
+            weighted_metrics: As for `keras.Model.compile`.
+            run_eagerly: As for `keras.Model.compile`. Defaults to `False`.
+            steps_per_execution: As for `keras.Model.compile`. Defaults to 1.
+            distance: The index's `Distance` or its name. Defaults to
+                `"cosine"`.
+            kv_store: `"memory"` or a `Store`. Defaults to `"memory"`.
+            search: `"linear"` or a `Search`. Defaults to `"linear"`.
+            evaluator: `"memory"` or an `Evaluator`. Defaults to `"memory"`.
+            stat_buffer_size: Lookup timings kept for `index_summary`.
+                Defaults to 1000.
+            **kwargs: Other `keras.Model.compile` arguments.
+
+        Raises:
+            ValueError: For a bad index argument (checked before Keras
+                compiles), or what `keras.Model.compile` raises.
+        """
+        outputs = getattr(self.backbone, "outputs", None)
+        can_index = bool(outputs) and len(outputs[0].shape) == 2
+        self._compile_index(can_index, distance, search, kv_store, evaluator, stat_buffer_size)
+        super().compile(
+            optimizer=optimizer,
+            metrics=metrics,
+            loss_weights=loss_weights,
+            weighted_metrics=weighted_metrics,
+            run_eagerly=run_eagerly,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
+        self.loss = loss
+
+    def get_compile_config(self) -> dict[str, Any] | None:
+        """The compile config of `IndexMixin`, with this model's loss (see `compile`)."""
+        config = super().get_compile_config()
+        if config:
+            config["loss"] = keras.saving.serialize_keras_object(self.loss)
+        return config
+
+    def fit(self, x=None, *args, callbacks=None, stop_on_non_finite: bool = True, **kwargs):
+        """`keras.Model.fit`, with datasets of view pairs packed into one tensor.
+
+        A `tf.data.Dataset` of `(view1, view2)` pairs is mapped to one
+        `[batch, 2, ...]` tensor per batch: Keras 3's `fit` under
+        `MultiWorkerMirroredStrategy` cannot take a tuple of distributed
+        values (keras-team/keras#20585), while a single tensor works under
+        every strategy. The views are unpacked again in `train_step`.
+
+        A step whose views or weights are not finite reports a NaN loss, and
+        with `stop_on_non_finite=True` (the default) a `StopOnNonFinite`
+        placed before `callbacks` raises `TrainingDiverged` at the first
+        non-finite loss or weight, naming the epoch and step; `False` trains
+        on as Keras does. See `SimilarityModel.fit`.
+        """
+        args, keywords = fit_arguments(args, 4, callbacks, stop_on_non_finite)
+        self._build_when_ready()
+        history = super().fit(pack_view_pairs(x), *args, **keywords, **kwargs)
+        self._build_when_ready()
+        return history
+
+    def evaluate(self, x=None, *args, **kwargs):
+        """`keras.Model.evaluate`, with view pairs packed as in `fit`."""
+        return super().evaluate(pack_view_pairs(x), *args, **kwargs)
+
+    def train_step(self, data):
+        view1, view2 = self._views(data)
+        replicas = tf.cast(_num_replicas(), tf.float32)
+        with tf.GradientTape() as tape:
+            # This replica's share of the global loss: Keras losses already divide by
+            # the number of replicas, so the optimizer's sum over replicas is the whole.
+            share, z1, p1 = self._forward(view1, view2, training=True)
+            share = nan_unless_finite(share, (view1, view2), self.weights)
+            total = share
+            if self.losses:
+                regularization = tf.add_n([tf.cast(x, tf.float32) for x in self.losses])
+                total = total + regularization / replicas
+            if self.optimizer is not None:
+                total = self.optimizer.scale_loss(total)
+        variables = self.trainable_variables
+        gradients = tape.gradient(total, variables)
+        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        return self._update_metrics(share * replicas, z1, p1)
+
+    def test_step(self, data):
+        view1, view2 = self._views(data)
+        share, z1, p1 = self._forward(view1, view2, training=False)
+        return self._update_metrics(share * tf.cast(_num_replicas(), tf.float32), z1, p1)
+
+    def _image_rank(self) -> int | None:
+        return len(self.backbone.inputs[0].shape) if self.backbone.inputs else None
+
+    def _views(self, data):
+        return split_views(data, self._image_rank(), self.augmenter)
+
+    def encode_views(self, view1, view2, network: keras.Model, training: bool) -> tuple:
+        """Runs `network` on both views: as one batch with `concat_views`, else one call each.
+
+        The algorithms' forward passes (`models.algorithms`) call it for each
+        network in turn.
+        """
+        if self._views_concatenated:
+            both = network(tf.concat([view1, view2], axis=0), training=training)
+            return tf.split(both, 2, axis=0)
+        return network(view1, training=training), network(view2, training=training)
+
+    def _forward(self, view1, view2, training):
+        loss = self.loss if self.loss is not None else self._default_loss
+        forward = self._method.forward(self, view1, view2, loss, training)
+        return tf.cast(forward.loss, tf.float32), forward.projection, forward.prediction
+
+    def _update_metrics(self, loss, z1, p1):
+        self.loss_tracker.update_state(loss)
+        self.proj_std_tracker.update_state(_normalised_std(z1))
+        if p1 is not None and self.pred_std_tracker is not None:
+            self.pred_std_tracker.update_state(_normalised_std(p1))
+        results = {m.name: m.result() for m in self.metrics}
+        if _multi_worker():
+            # Keras 3 reduces logs across workers with `reduce(MEAN, axis=0)`, which
+            # fails on scalars (keras-team/keras#20585): give each a batch axis.
+            results = {name: tf.reshape(value, [1]) for name, value in results.items()}
+        return results
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        serialize = keras.saving.serialize_keras_object
+        config.update(
+            {
+                "backbone": serialize(self.backbone),
+                "projector": serialize(self.projector),
+                "predictor": serialize(self.predictor) if self.predictor else None,
+                "algorithm": self.algorithm,
+                "sync_bn": serialize(self.sync_bn) if self.sync_bn else False,
+                "augmenter": self._serialized_augmenter(),
+                "concat_views": self.concat_views,
+            }
+        )
+        return config
+
+    def _serialized_augmenter(self) -> dict[str, Any] | None:
+        if self.augmenter is None:
+            return None
+        if callable(getattr(self.augmenter, "get_config", None)):
+            return keras.saving.serialize_keras_object(self.augmenter)
+        warnings.warn(
+            f"ContrastiveModel {self.name!r}: the augmenter {self.augmenter!r} has no "
+            "get_config(), so the saved model does not keep it. After loading, set "
+            "model.augmenter again, or use a serialisable augmenter such as "
+            "tensorflow_similarity.augmenters.ViewAugmenter.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ContrastiveModel:
+        config = dict(config)
+        deserialize = keras.saving.deserialize_keras_object
+        for key in ("backbone", "projector", "predictor", "augmenter", "sync_bn"):
+            if isinstance(config.get(key), dict):
+                config[key] = deserialize(config[key])
+        return cls(**config)
+
+
+def _multi_worker() -> bool:
+    strategy = tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    return strategy.cluster_resolver.cluster_spec().num_tasks("worker") > 1
+
+
+def _num_replicas() -> int:
+    ctx = tf.distribute.get_replica_context()
+    return ctx.num_replicas_in_sync if ctx is not None else 1
+
+
+def _normalised_std(x: tf.Tensor) -> tf.Tensor:
+    """The collapse monitor of `x`'s rows over the global batch (one all-reduce).
+
+    The mean over dimensions of each dimension's (population) standard
+    deviation of the L2-normalised rows, from the global count, sums and sums
+    of squares, so that it is the single-device figure of the global batch.
+    """
+    x = l2_normalize(tf.cast(tf.stop_gradient(x), tf.float32), axis=-1)
+    count = tf.cast(tf.shape(x)[:1], tf.float32)
+    sums = global_sum(tf.concat([count, tf.reduce_sum(x, 0), tf.reduce_sum(tf.square(x), 0)], 0))
+    count, first, second = sums[0], sums[1:][: tf.shape(x)[1]], sums[1:][tf.shape(x)[1] :]
+    mean = first / tf.maximum(count, 1.0)
+    variance = tf.maximum(second / tf.maximum(count, 1.0) - tf.square(mean), 0.0)
+    return tf.reduce_mean(tf.sqrt(variance))

@@ -1,0 +1,158 @@
+"""`create_contrastive_model`: a backbone, its algorithm's heads, one `ContrastiveModel`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import keras
+
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.models.algorithms import algorithm_names, get_algorithm
+from tensorflow_similarity.models.contrastive import ContrastiveModel
+
+__all__ = ["create_contrastive_model"]
+
+_logger = logging.getLogger(__name__)
+
+
+def create_contrastive_model(
+    backbone: keras.Model,
+    algorithm: str = "simsiam",
+    projector_hidden_dim: int | None = None,
+    projector_output_dim: int | None = None,
+    projector_hidden_layers: int | None = None,
+    predictor_hidden_dim: int | None = None,
+    sync_bn: bool | SyncBatchNormPlugin = False,
+    augmenter: Any = None,
+    concat_views: bool | None = None,
+    name: str = "contrastive_model",
+    *,
+    projector: keras.Model | None = None,
+    predictor: keras.Model | None = None,
+    projector_width: str = "scaled",
+) -> ContrastiveModel:
+    """Builds a `ContrastiveModel` with the paper's projector (and predictor) for `algorithm`.
+
+    The heads are the paper's, with widths in proportion to the backbone's
+    (`projector_width="scaled"`, see `projector_widths` for the parameter
+    counts) or the paper's own (`"paper"`); the chosen widths and parameter
+    count are logged at INFO level. Heads built elsewhere are passed as
+    `projector=` (and `predictor=`), as in tensorflow-similarity 0.17. With
+    `sync_bn`, the batch norms of the backbone, the projector and the
+    predictor are all synchronised.
+
+    Args:
+        backbone: Keras model with a 2-D output `[batch, features]` (use a
+            builder's `include_top=False` with a pooling).
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
+            registered algorithm's name (see `models.algorithms`).
+        projector_hidden_dim: Projector hidden width; `None`: see
+            `projector_width`.
+        projector_output_dim: Projector output width; `None`: see
+            `projector_width`.
+        projector_hidden_layers: Projector hidden layers; `None` keeps the
+            paper's (2).
+        predictor_hidden_dim: The predictor's bottleneck (SimSiam); `None`
+            uses a quarter of the projector output width.
+        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`. Defaults to `False`.
+        augmenter: Optional callable `images -> (view1, view2)`.
+        concat_views: See `ContrastiveModel`. Defaults to `None`.
+        name: Model name.
+        projector: A projector model to use instead of building one
+            (keyword-only, as the two below); then the `projector_*`
+            arguments must be left `None`.
+        predictor: A predictor model, for an algorithm with one (SimSiam);
+            `None` builds one on the projector's output width.
+        projector_width: `"scaled"` (default) or `"paper"`; see
+            `projector_widths`.
+
+    Returns:
+        An uncompiled `ContrastiveModel`.
+
+    Raises:
+        ValueError: For an unknown algorithm or `projector_width`, a backbone
+            whose output is not 2-D, `projector` together with
+            `projector_*` widths, or a `predictor` for an algorithm
+            without one.
+        TypeError: If a head is not a Keras model.
+
+    Example:
+
+    >>> import keras
+    >>> from tensorflow_similarity.models import create_contrastive_model
+    >>> images = keras.Input((8, 8, 3))
+    >>> x = keras.layers.BatchNormalization()(keras.layers.Conv2D(16, 3)(images))
+    >>> features = keras.layers.GlobalAveragePooling2D()(x)
+    >>> model = create_contrastive_model(keras.Model(images, features), "barlow",
+    ...                                  projector_output_dim=64, sync_bn=True)
+    >>> model.projector.output.shape
+    (None, 64)
+    """
+    method = get_algorithm(algorithm)
+    if not isinstance(backbone, keras.Model):
+        raise TypeError(f"backbone must be a keras.Model, got {type(backbone).__name__}.")
+    output_shape = backbone.output.shape if hasattr(backbone, "output") else None
+    if output_shape is None or len(output_shape) != 2 or output_shape[-1] is None:
+        raise ValueError(
+            "The backbone must output [batch, features]; got output shape "
+            f"{output_shape}. Build it with a pooling (e.g. include_top=False, pooling='avg')."
+        )
+    widths = {
+        "projector_hidden_dim": projector_hidden_dim,
+        "projector_output_dim": projector_output_dim,
+        "projector_hidden_layers": projector_hidden_layers,
+    }
+    given = [key for key, value in widths.items() if value is not None]
+    if projector is not None and given:
+        raise ValueError(
+            f"create_contrastive_model: {', '.join(given)} size a projector to build, but a "
+            "projector model was passed. Give either projector=... or the widths."
+        )
+    if predictor is not None and not method.has_predictor:
+        raise ValueError(_unused_predictor(method.name))
+    for head_name, head in (("projector", projector), ("predictor", predictor)):
+        if head is not None and not isinstance(head, keras.Model):
+            raise TypeError(f"{head_name} must be a keras.Model, got {type(head).__name__}.")
+    resolve_sync_bn(sync_bn)  # A bad value fails here, before anything is built.
+    if projector is None:
+        projector = method.build_projector(
+            output_shape[-1],
+            hidden_layers=projector_hidden_layers,
+            hidden_dim=projector_hidden_dim,
+            output_dim=projector_output_dim,
+            sync_bn=sync_bn,
+            projector_width=projector_width,
+        )
+    if predictor is None:
+        predictor = method.build_predictor(
+            projector.output.shape[-1], hidden_dim=predictor_hidden_dim, sync_bn=sync_bn
+        )
+    _logger.info(
+        "create_contrastive_model(%s): projector %s (%d parameters)%s",
+        method.name,
+        "-".join(str(layer.units) for layer in projector.layers if hasattr(layer, "units")),
+        projector.count_params(),
+        f", predictor {predictor.count_params()} parameters" if predictor is not None else "",
+    )
+    return ContrastiveModel(
+        backbone,
+        projector,
+        predictor,
+        algorithm=method.name,
+        sync_bn=sync_bn,
+        augmenter=augmenter,
+        concat_views=concat_views,
+        name=name,
+    )
+
+
+def _unused_predictor(algorithm: str) -> str:
+    with_one = [get_algorithm(name) for name in algorithm_names()]
+    with_one = [method for method in with_one if method.has_predictor]
+    titles = " and ".join(method.display_name for method in with_one) or "no algorithm"
+    return (
+        f"create_contrastive_model: only {titles} {'has' if len(with_one) < 2 else 'have'} a "
+        f"predictor; algorithm={algorithm!r} would not use the one passed. Drop predictor=..."
+        + (f", or use algorithm={with_one[0].name!r}." if with_one else ".")
+    )
