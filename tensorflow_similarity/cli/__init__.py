@@ -72,9 +72,11 @@ task lost during training ends the others; both end with exit status 4,
 naming the task (`cluster`). TensorFlow's C++ log is hidden unless
 `TF_CPP_MIN_LOG_LEVEL` is set or `--verbose` is given.
 
-Modules: `command` (`main`), `parser` (the commands, their options and
-checks; the metric job's own in `metric_options`, lookup's in `lookup`),
-`errors` (the errors and exit statuses), `devices` (replicas and strategy),
+Modules: `command` (`main`), `parser` (the commands and their options; the
+metric job's own in `metric_options`, lookup's in `lookup`), `defaults` (the
+defaults of each job and data set), `options` (the parsed options resolved
+and checked, run.json's taken back on `--resume`), `errors` (the errors and
+exit statuses), `devices` (replicas and strategy),
 `cluster` (the multi-worker cluster's bounded wait and lost tasks),
 `run_lock` and `data_fingerprint` (one run per folder, the data it trained on),
 `run` (the run skeleton both jobs share, and the `Job` each fills in),

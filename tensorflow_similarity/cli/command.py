@@ -23,19 +23,19 @@ from tensorflow_similarity.cli.errors import (
     UsageError,
 )
 from tensorflow_similarity.cli.metric import MetricJob
-from tensorflow_similarity.cli.parser import (
-    build_parser,
+from tensorflow_similarity.cli.options import (
     check_numbers,
     check_output,
     job_of,
     resolve_defaults,
     resumed_options,
 )
+from tensorflow_similarity.cli.parser import build_parser
 from tensorflow_similarity.cli.pretrain import PretrainJob
 from tensorflow_similarity.cli.run import Job, start
 from tensorflow_similarity.datasets import check_data_spec, load_data
 
-# The job of each key of `parser.job_of`.
+# The job of each key of `options.job_of`.
 JOBS: dict[str, type[Job]] = {"ssl": PretrainJob, "supervised": MetricJob}
 
 

@@ -16,11 +16,8 @@ from typing import Any
 import tensorflow as tf
 
 from tensorflow_similarity.cli.cluster import wait_for_cluster
-from tensorflow_similarity.cli.parser import (
-    DEFAULT_CPU_REPLICAS,
-    DEFAULT_WORKER_TIMEOUT,
-    UsageError,
-)
+from tensorflow_similarity.cli.defaults import DEFAULT_CPU_REPLICAS, DEFAULT_WORKER_TIMEOUT
+from tensorflow_similarity.cli.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ epoch `k` sees exactly the batches the uninterrupted run saw.
 Defaults: on glyphs (the default data), the 62 Latin classes are seen and
 the 81 Greek and Cyrillic ones unseen; batches of 16 classes x 4 images of
 16x16, `GlyphAugmenter`'s warps and stroke widths, Adam at 1e-3 with cosine
-decay, 12 epochs (`cli.parser.DATA_DEFAULTS`). On other data: the first 6
+decay, 12 epochs (`cli.defaults.DATA_DEFAULTS`). On other data: the first 6
 classes, SimSiam's augmentations without the flip, SGD at 0.05 (0.005 for
 circle and arcface, whose losses scale gradients by a large constant),
 momentum 0.9, weight decay 5e-4 (`SUPERVISED_DEFAULTS`). The report puts

@@ -19,7 +19,7 @@ SUPERVISED_ALGORITHMS = (
     "supcon",
     "arcface",
 )
-# The supervised job's own defaults (`cli.parser.DATA_DEFAULTS` has those that depend on the data).
+# The supervised job's own defaults (`defaults.DATA_DEFAULTS` has those that depend on the data).
 SUPERVISED_DEFAULTS = {"epochs": 12, "batch_size": 48}
 # Losses whose gradients are scaled by a large constant (CircleLoss' gamma 80, ArcFace's scale
 # 64) take a smaller default learning rate than the others' 0.05: at 0.05 both end the default

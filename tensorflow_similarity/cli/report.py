@@ -13,7 +13,7 @@ import tensorflow as tf
 from matplotlib.figure import Figure
 
 from tensorflow_similarity.cli.devices import DevicePlan
-from tensorflow_similarity.cli.parser import RUN_OPTIONS
+from tensorflow_similarity.cli.options import RUN_OPTIONS
 
 
 def write_json(path: Path, value: Any) -> None:

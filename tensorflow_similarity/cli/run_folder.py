@@ -121,7 +121,7 @@ def check_new_run(output: Path, resume: bool, overwrite: bool, chief: bool = Tru
     """Raises `UsageError` unless a new run may start in `output` (see the module).
 
     With `resume`, only the conflict with `overwrite` is checked here
-    (`parser.resumed_options` checks that there is something to resume).
+    (`options.resumed_options` checks that there is something to resume).
 
     Args:
         output: The run's folder.

@@ -16,12 +16,8 @@ import pytest
 
 from tensorflow_similarity.cli import main
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
-from tensorflow_similarity.cli.parser import (
-    RUN_OPTIONS,
-    build_parser,
-    resolve_defaults,
-    resumed_options,
-)
+from tensorflow_similarity.cli.options import RUN_OPTIONS, resolve_defaults, resumed_options
+from tensorflow_similarity.cli.parser import build_parser
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS
 
 # Options of one job only, with a value each takes.

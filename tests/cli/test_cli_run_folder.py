@@ -297,7 +297,8 @@ def test_an_output_inside_the_data_folder_is_refused_naming_both(tmp_path, capsy
 
 
 def resume_args(output: Path, *options: str):
-    from tensorflow_similarity.cli.parser import build_parser, resumed_options
+    from tensorflow_similarity.cli.options import resumed_options
+    from tensorflow_similarity.cli.parser import build_parser
 
     argv = ["train", "--output", str(output), "--resume", *options]
     args = build_parser().parse_args(argv)

@@ -27,7 +27,8 @@ from tensorflow_similarity.cli import lookup, main, run_folder
 from tensorflow_similarity.cli.fitting import inference_function
 from tensorflow_similarity.cli.metric import LOSSES, balanced_batches
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
-from tensorflow_similarity.cli.parser import build_parser, resolve_defaults
+from tensorflow_similarity.cli.options import resolve_defaults
+from tensorflow_similarity.cli.parser import build_parser
 from tensorflow_similarity.cli.retrieval import RetrievalEvaluation
 from tensorflow_similarity.datasets import load_data, read_image
 from tensorflow_similarity.layer_walk import all_layers
