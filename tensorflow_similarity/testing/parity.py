@@ -1,0 +1,230 @@
+"""One device against K replicas: the parity check of a loss over the global batch.
+
+Testing tooling (the package itself never imports it). `replica_parity`
+computes a loss and its gradients once on one device holding the whole batch
+and once under a `MirroredStrategy` of `K` replicas holding unequal, different
+parts of it, and returns how far apart they are; `assert_replica_parity`
+fails a test when they differ. Run it in float64 to see exactness (~1e-12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+_STRATEGIES: dict[int, tf.distribute.MirroredStrategy] = {}
+
+
+class _KeyedMirroredStrategy(tf.distribute.MirroredStrategy):
+    """A MirroredStrategy whose collective keys cannot collide with another size's."""
+
+
+def mirrored_strategy(num_replicas: int) -> tf.distribute.MirroredStrategy:
+    """Returns the (cached) `MirroredStrategy` over the first `num_replicas` logical CPUs.
+
+    Two `MirroredStrategy` objects of different sizes in one process would
+    reuse the same collective group keys, so each size gets its own range.
+    The logical CPUs must be made before TensorFlow initialises, e.g. in a
+    `conftest.py`: `tf.config.set_logical_device_configuration(cpu,
+    [tf.config.LogicalDeviceConfiguration()] * 8)`.
+
+    Args:
+        num_replicas: Number of replicas, at most the number of logical CPUs.
+
+    Raises:
+        ValueError: When there are fewer logical CPUs than `num_replicas`.
+    """
+    if num_replicas not in _STRATEGIES:
+        cpus = [device.name for device in tf.config.list_logical_devices("CPU")]
+        if num_replicas > len(cpus):
+            raise ValueError(
+                f"{num_replicas} replicas need as many logical CPUs, and TensorFlow has "
+                f"{len(cpus)}. Split the CPU before TensorFlow initialises (e.g. in "
+                "conftest.py): tf.config.set_logical_device_configuration(cpu, "
+                f"[tf.config.LogicalDeviceConfiguration()] * {num_replicas})."
+            )
+        cls = type(
+            f"MirroredStrategy{num_replicas}",
+            (_KeyedMirroredStrategy,),
+            {"_collective_key_base": 10_000 * num_replicas},
+        )
+        _STRATEGIES[num_replicas] = cls(cpus[:num_replicas])
+    return _STRATEGIES[num_replicas]
+
+
+class Parity(NamedTuple):
+    """How far `K` replicas are from one device.
+
+    Attributes:
+        replicas: The number of replicas `K`.
+        sizes: The rows each replica held.
+        value_error: Largest absolute difference between the replicas'
+            values added up (concatenated for `reduction="none"`) and the
+            one-device value.
+        gradient_error: Largest absolute difference between the gradients
+            with respect to the inputs, each replica's rows concatenated,
+            and the one-device gradients.
+        scale: Largest absolute one-device value or gradient, for relative
+            tolerances.
+    """
+
+    replicas: int
+    sizes: tuple[int, ...]
+    value_error: float
+    gradient_error: float
+    scale: float
+
+
+def uneven_sizes(batch: int, replicas: int) -> tuple[int, ...]:
+    """Returns `replicas` unequal part sizes adding up to `batch`, growing with the replica id.
+
+    Replica `i` gets about `(i + 1) / (1 + 2 + ... + K)` of the rows, so the
+    parts differ in size, and the first are empty when `batch` is small.
+    """
+    weights = np.cumsum(np.arange(1, replicas + 1))
+    cuts = np.floor(batch * weights / weights[-1]).astype(int)
+    return tuple(int(s) for s in np.diff(np.concatenate([[0], cuts])))
+
+
+def replica_parity(
+    loss: keras.losses.Loss,
+    y_true: Any,
+    y_pred: Any,
+    replicas: Sequence[int] = (2, 4, 8),
+) -> list[Parity]:
+    """Compares a loss on one device with the same loss on `K` replicas.
+
+    The batch's rows are split into unequal consecutive parts
+    (`uneven_sizes`), one per replica, so each replica holds different data.
+    A fresh copy of `loss` (from its config) runs on one device and, created
+    inside the strategy's scope, on each replica in a `tf.function`; the
+    gradients are taken with respect to `y_pred`, and to `y_true` when it is
+    floating (two views). Under the global-batch contract the replicas'
+    values add up to the one-device value for every reduction (they
+    concatenate to it for `"none"`), and their gradients with respect to
+    their own rows are the one-device gradients of those rows.
+
+    Args:
+        loss: The loss to check; it is copied, not called.
+        y_true: `[batch, ...]` labels or first view.
+        y_pred: `[batch, ...]` embeddings or second view.
+        replicas: The numbers of replicas to compare with, each at most the
+            number of logical CPUs (see `mirrored_strategy`).
+
+    Returns:
+        One `Parity` per number of replicas.
+    """
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    differentiable = np.issubdtype(y_true.dtype, np.floating)
+    reference = _one_device(_copy(loss), y_true, y_pred, differentiable)
+    scale = max(float(np.max(np.abs(r))) if np.size(r) else 0.0 for r in reference)
+    results = []
+    for k in replicas:
+        sizes = uneven_sizes(len(y_pred), k)
+        got = _on_replicas(loss, y_true, y_pred, sizes, differentiable)
+        value_error = _max_error(got[0], reference[0])
+        gradient_error = max(_max_error(g, r) for g, r in zip(got[1:], reference[1:], strict=True))
+        results.append(Parity(k, sizes, value_error, gradient_error, scale))
+    return results
+
+
+def assert_replica_parity(
+    loss: keras.losses.Loss,
+    y_true: Any,
+    y_pred: Any,
+    replicas: Sequence[int] = (2, 4, 8),
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+) -> list[Parity]:
+    """Fails unless `K` replicas give the one-device value and gradients (`replica_parity`).
+
+    A difference passes when it is at most `atol + rtol * scale`, `scale`
+    being the largest one-device value or gradient. The defaults suit
+    float64 inputs and a loss of `dtype="float64"`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from tensorflow_similarity.losses import TripletLoss
+    from tensorflow_similarity.testing import assert_replica_parity
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, size=24)
+    embeddings = rng.normal(size=(24, 5))
+    assert_replica_parity(TripletLoss(dtype="float64"), labels, embeddings)
+    ```
+
+    Returns:
+        The `Parity` of each number of replicas.
+
+    Raises:
+        AssertionError: Naming the number of replicas, the part sizes and
+            the errors, when a value or a gradient differs by more.
+    """
+    results = replica_parity(loss, y_true, y_pred, replicas)
+    for result in results:
+        tolerance = atol + rtol * result.scale
+        if max(result.value_error, result.gradient_error) > tolerance:
+            raise AssertionError(
+                f"{type(loss).__name__} on {result.replicas} replicas holding "
+                f"{list(result.sizes)} rows differs from one device: value error "
+                f"{result.value_error:.3g}, gradient error {result.gradient_error:.3g} "
+                f"(tolerance {tolerance:.3g})."
+            )
+    return results
+
+
+def _copy(loss: keras.losses.Loss) -> keras.losses.Loss:
+    return type(loss).from_config(loss.get_config())
+
+
+def _max_error(got: np.ndarray, expected: np.ndarray) -> float:
+    if np.shape(got) != np.shape(expected):
+        return float("inf")
+    return float(np.max(np.abs(got - expected))) if np.size(expected) else 0.0
+
+
+def _values_and_gradients(loss, y_true, y_pred, differentiable):
+    with tf.GradientTape() as tape:
+        watched = [y_pred, y_true] if differentiable else [y_pred]
+        tape.watch(watched)
+        value = loss(y_true, y_pred)
+    gradients = tape.gradient(value, watched, unconnected_gradients="zero")
+    return value, gradients
+
+
+def _one_device(loss, y_true, y_pred, differentiable):
+    value, gradients = _values_and_gradients(
+        loss, tf.constant(y_true), tf.constant(y_pred), differentiable
+    )
+    return [value.numpy(), *[g.numpy() for g in gradients]]
+
+
+def _on_replicas(loss, y_true, y_pred, sizes, differentiable):
+    strategy = mirrored_strategy(len(sizes))
+    with strategy.scope():
+        copy = _copy(loss)
+    bounds = np.cumsum([0, *sizes])
+    parts = [(y_true[a:b], y_pred[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    inputs = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tuple(tf.constant(x) for x in parts[ctx.replica_id_in_sync_group])
+    )
+
+    @tf.function
+    def step(batch):
+        return strategy.run(
+            lambda t, p: _values_and_gradients(copy, t, p, differentiable), args=batch
+        )
+
+    values, gradients = step(inputs)
+    local = strategy.experimental_local_results
+    values = [v.numpy() for v in local(values)]
+    value = np.concatenate(values) if np.ndim(values[0]) else np.sum(values)
+    gradients = [np.concatenate([g.numpy() for g in local(each)]) for each in gradients]
+    return [value, *gradients]
