@@ -2,7 +2,8 @@
 
 Everything here runs in a `tf.distribute` replica context (or is the identity
 without one). Each helper issues exactly one collective (an `all_reduce` or one
-batched `all_gather`), so a caller can count its collectives.
+batched `all_gather`), so a caller can count its collectives; `gather_with_owner`
+and `gather_keys` issue one per dtype among their tensors.
 """
 
 from __future__ import annotations
@@ -155,6 +156,88 @@ def gather_global_batch(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
     # created here takes the replica's device.
     placed = [t if t.device else tf.identity(t) for t in map(tf.convert_to_tensor, tensors)]
     return tuple(ctx.all_gather(placed, axis=0))
+
+
+def gather_with_owner(*tensors: tf.Tensor) -> tuple[tuple[tf.Tensor, ...], tf.Tensor]:
+    """Gathers each tensor's global batch and marks this replica's rows.
+
+    As `gather_global_batch` (differentiable, in replica order, replicas may
+    hold different batch sizes), with one `all_gather` per distinct dtype
+    among `tensors`: the tensors of one dtype travel side by side as the
+    columns of one matrix. Outside a replica context with more than one
+    replica the tensors are returned unchanged, all rows marked.
+
+    Args:
+        *tensors: Tensors whose first axis is the local batch.
+
+    Returns:
+        `(gathered, mine)`: the `[global_batch, ...]` tensors, and the
+        `[global_batch]` boolean mask of the rows that came from this replica.
+    """
+    tensors = tuple(map(tf.convert_to_tensor, tensors))
+    ctx = sync_replica_context()
+    if ctx is None:
+        return tensors, tf.fill(tf.shape(tensors[0])[:1], True)
+    groups: dict[tf.DType, list[int]] = {}
+    for index, tensor in enumerate(tensors):
+        groups.setdefault(tensor.dtype, []).append(index)
+    first = tensors[0]
+    replica = tf.cast(ctx.replica_id_in_sync_group, first.dtype)
+    gathered: list[tf.Tensor] = list(tensors)
+    owner = None
+    for dtype, indices in groups.items():
+        # One matrix per dtype: a batched all_gather's gradient needs tensors of
+        # one shape. Replica ids are small integers, exact in every dtype; they
+        # ride with the first dtype as one more column, at no collective's cost.
+        columns = [tf.reshape(tensors[i], [tf.shape(tensors[i])[0], -1]) for i in indices]
+        if dtype == first.dtype:
+            columns.append(tf.fill([tf.shape(first)[0], 1], replica))
+        widths = [tf.shape(c)[1] for c in columns]
+        (matrix,) = gather_global_batch(tf.concat(columns, axis=1))
+        parts = tf.split(matrix, tf.stack(widths), axis=1, num=len(widths))
+        if dtype == first.dtype:
+            owner = parts.pop()[:, 0]
+        for i, part in zip(indices, parts, strict=True):
+            shape = tf.concat([[-1], tf.shape(tensors[i])[1:]], axis=0)
+            value = tf.reshape(part, shape)
+            value.set_shape(tf.TensorShape([None]).concatenate(tensors[i].shape[1:]))
+            gathered[i] = value
+    return tuple(gathered), tf.equal(owner, replica)
+
+
+def gather_keys(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """Returns each tensor's global batch with this replica's own rows first.
+
+    The keys a replica's queries are compared with: its own rows (the local
+    tensors themselves), then the other replicas' rows in replica order. A
+    query `i` of this replica is therefore key `i`, as on one device where
+    the queries are the batch. Differentiable: the gradient reaching another
+    replica's rows is sent back to it by the gather. Collectives as
+    `gather_with_owner`; outside a replica context with more than one
+    replica the tensors are returned unchanged.
+
+    Args:
+        *tensors: Tensors whose first axis is the local batch.
+
+    Returns:
+        The tensors of the global batch, each `[global_batch, ...]`, this
+        replica's rows first.
+    """
+    if sync_replica_context() is None:
+        return tensors
+    gathered, mine = gather_with_owner(*tensors)
+    return own_rows_first(tensors, gathered, mine)
+
+
+def own_rows_first(
+    local: tuple[tf.Tensor, ...], gathered: tuple[tf.Tensor, ...], mine: tf.Tensor
+) -> tuple[tf.Tensor, ...]:
+    """Returns `gathered` reordered with the `local` rows first (see `gather_keys`)."""
+    others = tf.logical_not(mine)
+    return tuple(
+        tf.concat([tf.convert_to_tensor(a), tf.boolean_mask(b, others)], axis=0)
+        for a, b in zip(local, gathered, strict=True)
+    )
 
 
 def global_sum(value: tf.Tensor) -> tf.Tensor:

@@ -1,8 +1,8 @@
 """Losses whose value and gradients under `tf.distribute` are those of the global batch.
 
-The self-supervised ones are called as `loss(view1_output, view2_output)`
-(see `GlobalBatchLoss`), the metric ones as `loss(labels, embeddings)` (see
-`MetricLoss`).
+Every loss follows the contract of `GlobalBatchLoss`, its base. The
+self-supervised ones are called as `loss(view1_output, view2_output)`, the
+metric ones as `loss(labels, embeddings)` (see `MetricLoss`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from tensorflow_similarity.losses.arcface_loss import ArcFaceLoss
 from tensorflow_similarity.losses.barlow import Barlow, BarlowTwinsLoss
 from tensorflow_similarity.losses.circle_loss import CircleLoss
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss
 from tensorflow_similarity.losses.metric_loss import MetricLoss
 from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
 from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
@@ -27,6 +28,7 @@ __all__ = [
     "Barlow",
     "BarlowTwinsLoss",
     "CircleLoss",
+    "GlobalBatchLoss",
     "MetricLoss",
     "MultiNegativesRankLoss",
     "MultiSimilarityLoss",

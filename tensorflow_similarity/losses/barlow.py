@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
 from tensorflow_similarity.collectives import gather_global_batch
-from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -69,6 +69,7 @@ class Barlow(GlobalBatchLoss):
     """
 
     min_batch_size = 2
+    per_sample_terms = False
 
     def __init__(
         self,
@@ -90,7 +91,7 @@ class Barlow(GlobalBatchLoss):
         dtype = computation_dtype(za.dtype)
         za, zb = gather_global_batch(tf.cast(za, dtype), tf.cast(zb, dtype))
         n = tf.shape(za)[0]
-        self._check_global_batch(n)
+        self.check_global_batch(n)
 
         c = tf.matmul(self.standardize_columns(za), self.standardize_columns(zb), transpose_a=True)
         c = c / tf.cast(n, dtype)

@@ -8,13 +8,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity import collectives
-from tensorflow_similarity.collectives import gather_global_batch, scale_for_replicas
+from tensorflow_similarity.collectives import gather_keys
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
-from tensorflow_similarity.losses._global_batch import computation_dtype
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 from tensorflow_similarity.losses.mining import pair_masks
-
-_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
 def _keras_distributed_build(labels: tf.Tensor) -> bool:
@@ -34,7 +31,7 @@ def _keras_distributed_build(labels: tf.Tensor) -> bool:
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
-class MetricLoss(keras.losses.Loss):
+class MetricLoss(GlobalBatchLoss):
     """Base class of the losses of labelled embeddings: `loss(labels, embeddings)`.
 
     Called as `loss(y_true=labels, y_pred=embeddings)` with `[n]` or `[n, 1]`
@@ -49,16 +46,12 @@ class MetricLoss(keras.losses.Loss):
     Losses are computed in at least float32, so float16 and bfloat16
     embeddings (mixed precision) give finite values.
 
-    Global batch: in a replica context with `K > 1` replicas (under
-    `tf.distribute`, e.g. inside Keras' `fit` in `strategy.scope()`), the
-    labels and embeddings of every replica are gathered (differentiably;
-    replicas may hold different numbers of samples, none included), every
-    anchor is mined against the whole global batch, and each replica
-    computes the loss of the global batch, exactly as one device holding the
-    concatenated batch would. With the mean reductions,
-    `__call__` then divides that value by `K`, the Keras convention: the
-    gradient of a gathered tensor sums what every replica sends back, so the
-    optimizer's sum of the replicas' gradients is the single-device gradient.
+    Global batch (the contract of `GlobalBatchLoss`): in a replica context
+    with `K > 1` replicas (under `tf.distribute`, e.g. inside Keras' `fit` in
+    `strategy.scope()`), each replica computes the terms of its own anchors,
+    mined against the labels and embeddings gathered from every replica
+    (differentiably; replicas may hold different numbers of samples, none
+    included), exactly as one device holding the concatenated batch would.
     Any Keras model compiled with the loss gets global mining; no custom
     training step is needed.
 
@@ -89,18 +82,12 @@ class MetricLoss(keras.losses.Loss):
     Args:
         fn: `None` for a subclass implementing `per_anchor_loss`, or a loss
             function as above. Defaults to `None`.
-        reduction: `"sum_over_batch_size"` (default), `"mean"` or
-            `"mean_with_sample_weight"`: the mean over the global batch's
-            anchors, divided by `K` in a replica context with `K > 1`
-            replicas. `"sum"`: the sum of this replica's anchors' terms (mined
-            against the global batch), so that the replicas' values add up to
-            the global sum. `"none"` or `None`: the `[n_local]` terms of this
-            replica's own anchors, unscaled, in their input order; divide
-            their sum by the global batch size (as
-            `tf.nn.compute_average_loss(values, global_batch_size=N)` does)
-            for the global mean. Without a strategy these are the usual sum
-            and per-anchor values. `"auto"` (0.17's default) means
-            `"sum_over_batch_size"`.
+        reduction: `"sum_over_batch_size"` (default): the mean over the
+            global batch's anchors (divided by `K` on each of `K > 1`
+            replicas); `"sum"`: the sum of this replica's anchors' terms;
+            `"none"` or `None`: the `[n_k]` terms of this replica's anchors,
+            in their input order. See `GlobalBatchLoss`. `"auto"` (0.17's
+            default) means `"sum_over_batch_size"`.
         name: Name of the loss.
         distance: The `Distance` between embeddings: an instance, a name or
             its serialised config; `None` for losses that use none.
@@ -160,8 +147,6 @@ class MetricLoss(keras.losses.Loss):
             )
         if isinstance(distance, dict):
             distance = keras.saving.deserialize_keras_object(distance)
-        if reduction == "auto":
-            reduction = "sum_over_batch_size"
         self.distance = None if distance is None else distance_canonicalizer(distance)
         self.fn = fn
         self._fn_kwargs = dict(kwargs)
@@ -201,8 +186,13 @@ class MetricLoss(keras.losses.Loss):
         return tf.reshape(terms, tf.shape(query_labels))
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        """Returns the `[n]` terms of a batch's anchors (labels `y_true`, embeddings `y_pred`)."""
-        return self.per_anchor_loss(y_true, y_pred, y_true, y_pred)
+        """Returns the `[n]` terms of this replica's anchors against the global batch.
+
+        `y_true` are the anchors' labels, `y_pred` their embeddings; on one
+        device the keys are the batch itself.
+        """
+        key_labels, key_embeddings = gather_keys(y_true, y_pred)
+        return self.per_anchor_loss(y_true, y_pred, key_labels, key_embeddings)
 
     def pair_masks(
         self, query_labels: tf.Tensor, key_labels: tf.Tensor
@@ -217,38 +207,7 @@ class MetricLoss(keras.losses.Loss):
             positive = tf.logical_not(negative)
         return positive, negative
 
-    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
-        if sample_weight is not None:
-            raise ValueError(
-                f"{type(self).__name__} does not accept sample_weight: each anchor's term "
-                "depends on the whole global batch. Call it without sample_weight (drop "
-                "sample_weight / class_weight from fit())."
-            )
-        with keras.name_scope(self.name):
-            labels, embeddings = self._check_inputs(y_true, y_pred)
-            ctx = collectives.sync_replica_context()
-            if ctx is None:
-                terms = self.call(labels, embeddings)
-                local = terms
-            else:
-                # int64, not int32: TensorFlow keeps int32 tensors on the host,
-                # and one all-gather cannot mix host and device tensors.
-                mine = tf.cast(ctx.replica_id_in_sync_group, tf.int64)
-                replica = tf.fill(tf.shape(labels), mine)
-                # Two gathers: a batched all-gather concatenates its tensors
-                # together, so they must share a dtype.
-                (embeddings,) = gather_global_batch(embeddings)
-                labels, replicas = gather_global_batch(labels, replica)
-                terms = self.call(labels, embeddings)
-                local = tf.boolean_mask(terms, tf.equal(replicas, mine))
-            if self.reduction in _MEAN_REDUCTIONS:
-                count = tf.cast(tf.size(terms), terms.dtype)
-                return scale_for_replicas(tf.math.divide_no_nan(tf.reduce_sum(terms), count))
-            if self.reduction == "sum":
-                return tf.reduce_sum(local)
-            return local
-
-    def _check_inputs(self, y_true: Any, y_pred: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    def check_inputs(self, y_true: Any, y_pred: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """Checks labels and embeddings before any work; returns them ready to use.
 
         Returns:

@@ -8,9 +8,9 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
-from tensorflow_similarity.collectives import gather_global_batch
+from tensorflow_similarity.collectives import gather_keys
 from tensorflow_similarity.distances import Distance, InnerProductSimilarity, distance_canonicalizer
-from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -29,10 +29,9 @@ class MultiNegativesRankLoss(GlobalBatchLoss):
     0; that term is dropped here (a difference of at most `log(1 + e^-s_ii)`
     per query, negligible once `s_ii` is large).
 
-    Across replicas: queries and keys are gathered, so every query ranks its
-    key against the keys of the whole global batch. It follows the contract
-    of the self-supervised losses (`reduction`: the global mean divided by
-    `K`, or unscaled with `"sum"` / `"none"`).
+    Across replicas: each replica ranks its own queries' keys against the
+    keys gathered from the whole global batch. See `GlobalBatchLoss` for the
+    contract and the reductions (`"none"` returns the per-query terms).
 
     Args:
         name: Name of the loss. Defaults to `"MultipleNegativesRankingLoss"`.
@@ -43,7 +42,7 @@ class MultiNegativesRankLoss(GlobalBatchLoss):
         dtype: Dtype of the computation, at least float32.
 
     Returns (when called):
-        A scalar tensor.
+        A scalar tensor, or a `[batch]` one with `reduction="none"`.
 
     Raises:
         ValueError: On a distance other than the inner product, a scale that
@@ -79,15 +78,16 @@ class MultiNegativesRankLoss(GlobalBatchLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, query_emb: tf.Tensor, key_emb: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms of this replica's queries against the global batch's keys."""
         dtype = computation_dtype(query_emb.dtype)
-        queries, keys = gather_global_batch(tf.cast(query_emb, dtype), tf.cast(key_emb, dtype))
-        per_query = self.query_terms(queries, keys)
-        return tf.math.divide_no_nan(
-            tf.reduce_sum(per_query), tf.cast(tf.size(per_query), per_query.dtype)
-        )
+        (keys,) = gather_keys(tf.cast(key_emb, dtype))
+        return self.query_terms(tf.cast(query_emb, dtype), keys)
 
     def query_terms(self, queries: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
-        """Returns the `[n]` terms `-s_ii + log sum_j exp(s_ij)` of these queries and keys."""
+        """Returns the `[n]` terms `-s_ii + log sum_j exp(s_ij)` of these queries and keys.
+
+        Query `i`'s positive is key `i`; the keys may outnumber the queries.
+        """
         logits = self.scale * self.distance(queries, keys)
         targets = tf.range(tf.shape(queries)[0])
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)

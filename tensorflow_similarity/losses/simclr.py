@@ -8,9 +8,9 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
-from tensorflow_similarity.collectives import gather_global_batch
+from tensorflow_similarity.collectives import gather_global_batch, gather_keys
 from tensorflow_similarity.l2_normalize import l2_normalize
-from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -31,11 +31,11 @@ class SimCLRLoss(GlobalBatchLoss):
     temperature (0.17 summed the two views' anchors of each sample and took
     the mean over the `N` samples).
 
-    Across replicas: the views are all-gathered (replicas may hold different
-    batch sizes), so every anchor's negatives are those of the whole global
-    batch; see `GlobalBatchLoss` for the contract. With `reduction="none"`
-    each local sample's term comes back, the mean of its two anchors' terms
-    (so that their mean over the global batch is `L`).
+    A sample's term is the mean of its two anchors' terms, so `L` is the mean
+    of the samples' terms. Across replicas each replica computes the terms of
+    its own samples against the views gathered from every replica, so every
+    anchor's negatives are those of the whole global batch; see
+    `GlobalBatchLoss` for the contract and the reductions.
 
     Args:
         temperature: Softmax temperature `> 0`. Defaults to `0.1`.
@@ -79,24 +79,29 @@ class SimCLRLoss(GlobalBatchLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, za: tf.Tensor, zb: tf.Tensor) -> tf.Tensor:
+        """Returns the `[n]` terms of this replica's samples, the mean of their two anchors'."""
         dtype = computation_dtype(za.dtype)
         z1, z2 = tf.cast(za, dtype), tf.cast(zb, dtype)
-        per_sample = self.reduction in (None, "none")
-        if per_sample:
-            # Gathered with the views, each row's replica id marks this replica's samples.
-            replica = tf.cast(_replica_id(), dtype)
-            z1, z2, owner = gather_global_batch(z1, z2, tf.fill(tf.shape(z1)[:1], replica))
-        else:
-            z1, z2 = gather_global_batch(z1, z2)
-        n = tf.shape(z1)[0]
-        self._check_global_batch(n)
-
+        keys1, keys2 = gather_keys(z1, z2)
+        self.check_global_batch(tf.shape(keys1)[0])
         u1, u2 = l2_normalize(z1, axis=1), l2_normalize(z2, axis=1)
-        per_anchor = tf.concat([self.contrast(u1, u2), self.contrast(u2, u1)], axis=0)
-        if per_sample:
-            terms = 0.5 * (per_anchor[:n] + per_anchor[n:])
-            return tf.boolean_mask(terms, tf.equal(owner, replica))
-        return tf.reduce_mean(per_anchor)
+        k1, k2 = l2_normalize(keys1, axis=1), l2_normalize(keys2, axis=1)
+        return 0.5 * (self._anchor_terms(u1, k1, k2) + self._anchor_terms(u2, k2, k1))
+
+    def _anchor_terms(self, anchors: tf.Tensor, same_view: tf.Tensor, other_view: tf.Tensor):
+        """Returns the `[n]` cross-entropy terms of `anchors`, the first `n` rows of `same_view`.
+
+        Anchor `i`'s positive is row `i` of `other_view`; its negatives are
+        the other rows of both views.
+        """
+        n = tf.shape(anchors)[0]
+        across = tf.matmul(anchors, other_view, transpose_b=True) / self.temperature
+        within = tf.matmul(anchors, same_view, transpose_b=True) / self.temperature
+        # -inf removes an anchor's similarity with itself from its softmax exactly.
+        itself = tf.equal(tf.range(n)[:, tf.newaxis], tf.range(tf.shape(same_view)[0]))
+        within = tf.where(itself, tf.constant(-float("inf"), within.dtype), within)
+        logits = tf.concat([across, within], axis=1)
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.range(n), logits=logits)
 
     def contrast(self, hidden1: tf.Tensor, hidden2: tf.Tensor) -> tf.Tensor:
         """Returns the `[n]` cross-entropy terms of the anchors `hidden1`.
@@ -111,15 +116,7 @@ class SimCLRLoss(GlobalBatchLoss):
             hidden1: `[n, d]` anchors.
             hidden2: `[n, d]` their positives, row for row.
         """
-        n = tf.shape(hidden1)[0]
-        across = tf.matmul(hidden1, hidden2, transpose_b=True) / self.temperature
-        within = tf.matmul(hidden1, hidden1, transpose_b=True) / self.temperature
-        # -inf removes an anchor's similarity with itself from its softmax exactly.
-        within = tf.where(
-            tf.eye(n, dtype=tf.bool), tf.constant(-float("inf"), within.dtype), within
-        )
-        logits = tf.concat([across, within], axis=1)
-        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.range(n), logits=logits)
+        return self._anchor_terms(hidden1, hidden1, hidden2)
 
     @staticmethod
     def cross_replica_concat(tensor: tf.Tensor, strategy: Any = None) -> tf.Tensor:
@@ -137,8 +134,3 @@ class SimCLRLoss(GlobalBatchLoss):
         config = super().get_config()
         config["temperature"] = self.temperature
         return config
-
-
-def _replica_id() -> tf.Tensor:
-    ctx = tf.distribute.get_replica_context()
-    return ctx.replica_id_in_sync_group if ctx is not None else tf.constant(0)

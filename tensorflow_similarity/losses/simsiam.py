@@ -9,9 +9,8 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_choice, check_number
-from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.l2_normalize import l2_normalize
-from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 
 PROJECTION_TYPES = ("negative_cosine_sim", "cosine_distance", "angular_distance")
 
@@ -34,11 +33,9 @@ class SimSiamLoss(GlobalBatchLoss):
     `1 - cos` or `arccos(cos) / pi` (cosines clipped to `[-1, 1]`), and
     `margin` is added to every sample's term.
 
-    Across replicas: each replica's sum of per-sample terms and its sample
-    count are all-reduced (nothing is gathered) and every replica returns the
-    mean over the global batch; an empty global batch gives 0. With
-    `reduction="none"` the per-sample terms of the local batch come back
-    instead, unscaled. See `GlobalBatchLoss` for the contract.
+    Across replicas: each replica computes its own samples' terms (nothing
+    is gathered) and the reduction takes the mean over the global batch; an
+    empty global batch gives 0. See `GlobalBatchLoss` for the contract.
 
     Args:
         projection_type: `"negative_cosine_sim"` (default, `-cos`),
@@ -92,11 +89,7 @@ class SimSiamLoss(GlobalBatchLoss):
         target = l2_normalize(tf.stop_gradient(tf.cast(projector, dtype)), axis=1)
         prediction = l2_normalize(tf.cast(predictor, dtype), axis=1)
         cosines = tf.reduce_sum(target * prediction, axis=1)
-        terms = _PROJECTIONS[self.projection_type](cosines) + self.margin
-        if self.reduction in (None, "none"):
-            return terms
-        total = global_sum(tf.stack([tf.reduce_sum(terms), tf.cast(tf.shape(terms)[0], dtype)]))
-        return tf.math.divide_no_nan(total[0], total[1])
+        return _PROJECTIONS[self.projection_type](cosines) + self.margin
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

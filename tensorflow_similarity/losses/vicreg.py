@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
 from tensorflow_similarity.collectives import gather_global_batch
-from tensorflow_similarity.losses._global_batch import GlobalBatchLoss, computation_dtype
 from tensorflow_similarity.losses.barlow import off_diagonal
+from tensorflow_similarity.losses.global_batch import GlobalBatchLoss, computation_dtype
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -77,6 +77,7 @@ class VicReg(GlobalBatchLoss):
     """
 
     min_batch_size = 2
+    per_sample_terms = False
 
     def __init__(
         self,
@@ -110,7 +111,7 @@ class VicReg(GlobalBatchLoss):
         dtype = computation_dtype(za.dtype)
         za, zb = gather_global_batch(tf.cast(za, dtype), tf.cast(zb, dtype))
         n = tf.shape(za)[0]
-        self._check_global_batch(n)
+        self.check_global_batch(n)
 
         invariance = tf.reduce_mean(tf.square(za - zb))
         za, zb = self.mean_center_columns(za), self.mean_center_columns(zb)

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from tensorflow_similarity import collectives
 from tensorflow_similarity._validation import check_int
-from tensorflow_similarity.losses._global_batch import computation_dtype
+from tensorflow_similarity.collectives import gather_with_owner, own_rows_first
+from tensorflow_similarity.losses.global_batch import computation_dtype
 from tensorflow_similarity.losses.metric_loss import MetricLoss
 
 
@@ -37,9 +38,9 @@ class XBM(MetricLoss):
 
     Across replicas: in a replica context with `K > 1` replicas the memory
     holds the gathered global batches, in the order of the replicas, and is
-    the same on every replica; each anchor of the global batch is mined
-    against the global batch and that shared memory, exactly as one device
-    holding the concatenated batches would. The memory lives in non-trainable
+    the same on every replica; each replica mines its own anchors against
+    the global batch and that shared memory, exactly as one device holding
+    the concatenated batches would. The memory lives in non-trainable
     variables created with the loss, so the loss must be created inside
     `strategy.scope()` (as `compile` usually is). Embeddings are stored in the
     loss's `dtype` promoted to at least float32. The memory learns the
@@ -148,13 +149,19 @@ class XBM(MetricLoss):
         return super().__call__(y_true, y_pred, sample_weight)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        """Returns the `[n]` terms of the (global) batch's anchors against batch and memory.
+        """Returns the `[n]` terms of this replica's anchors against global batch and memory.
 
-        `y_true` are the batch's labels, `y_pred` its embeddings (0.17's names).
+        `y_true` are the anchors' labels, `y_pred` their embeddings (0.17's names).
         """
         labels, embeddings = y_true, y_pred
+        # The memory takes the global batch in replica order, the same on every
+        # replica; the keys put this replica's own rows first (`gather_keys`).
+        (batch_labels, batch_embeddings), mine = gather_with_owner(labels, embeddings)
+        labels_first, embeddings_first = own_rows_first(
+            (labels, embeddings), (batch_labels, batch_embeddings), mine
+        )
         size = self.memory_size
-        n = tf.shape(labels, out_type=tf.int64)[0]
+        n = tf.shape(batch_labels, out_type=tf.int64)[0]
         in_use = self.steps >= self.warmup_steps
         count = tf.convert_to_tensor(self.memory_count)
         stored_labels = tf.convert_to_tensor(self.memory_labels)
@@ -164,20 +171,21 @@ class XBM(MetricLoss):
         stored = tf.pad(stored, [[0, size - tf.shape(stored)[0]], [0, 0]])
 
         kept = tf.where(in_use, tf.minimum(count, tf.maximum(size - n, 0)), 0)
-        key_labels = tf.concat([labels, stored_labels[:kept]], axis=0)
+        key_labels = tf.concat([labels_first, stored_labels[:kept]], axis=0)
         key_embeddings = tf.concat(
-            [embeddings, tf.stop_gradient(tf.cast(stored[:kept], embeddings.dtype))], axis=0
+            [embeddings_first, tf.stop_gradient(tf.cast(stored[:kept], embeddings.dtype))], axis=0
         )
         terms = self.loss.per_anchor_loss(labels, embeddings, key_labels, key_embeddings)
 
-        new = tf.stop_gradient(tf.cast(embeddings, stored.dtype))
+        new = tf.stop_gradient(tf.cast(batch_embeddings, stored.dtype))
+        new_labels = tf.concat([batch_labels, stored_labels], axis=0)[:size]
         updates = [
             (
                 self.memory_embeddings,
                 tf.reshape(tf.concat([new, stored], axis=0)[:size], [-1]),
                 tf.reshape(stored, [-1]),
             ),
-            (self.memory_labels, tf.concat([labels, stored_labels], axis=0)[:size], stored_labels),
+            (self.memory_labels, new_labels, stored_labels),
             (self.memory_count, tf.minimum(count + n, size), count),
         ]
         for variable, updated, unchanged in updates:

@@ -1,9 +1,7 @@
-"""The global-batch rule of every self-supervised loss under tf.distribute.
+"""The self-supervised losses under Keras' `fit` and their input checks.
 
-One replica's value is the loss of the concatenated global batch, `__call__`
-scales it by 1/K as Keras does, and the replicas' gradients summed (as the
-optimizer does) equal the single-device gradient on the concatenated batch,
-also when the replicas hold different numbers of samples.
+Their parity with one device on 2, 4 and 8 replicas, for every reduction, is
+in `test_replica_parity.py`.
 """
 
 from __future__ import annotations
@@ -40,71 +38,6 @@ def _projector(kernel: np.ndarray) -> keras.layers.Dense:
     dense.build((None, IN_DIM))
     dense.kernel.assign(kernel)
     return dense
-
-
-def _single_device(loss, x1, x2, kernel):
-    dense = _projector(kernel)
-    with tf.GradientTape() as tape:
-        value = loss(dense(x1), dense(x2))
-    return value.numpy(), tape.gradient(value, dense.kernel).numpy()
-
-
-def _distributed(loss, x1, x2, kernel, sizes):
-    strategy = mirrored_strategy(len(sizes))
-    with strategy.scope():
-        dense = _projector(kernel)
-    bounds = np.cumsum([0, *sizes])
-    parts = [(x1[a:b], x2[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    inputs = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tuple(tf.constant(x) for x in parts[ctx.replica_id_in_sync_group])
-    )
-
-    def replica_step(views):
-        with tf.GradientTape() as tape:
-            value = loss(dense(views[0]), dense(views[1]))
-        return value, tape.gradient(value, dense.kernel)
-
-    @tf.function
-    def step(views):
-        return strategy.run(replica_step, args=(views,))
-
-    values, grads = step(inputs)
-    values = np.array([v.numpy() for v in strategy.experimental_local_results(values)])
-    grads = [g.numpy() for g in strategy.experimental_local_results(grads)]
-    return values, np.sum(grads, axis=0)
-
-
-@pytest.mark.parametrize("loss_name", sorted(LOSSES))
-@pytest.mark.parametrize(
-    "sizes",
-    [(3, 5), (1, 3, 0, 4)],
-    ids=["k2-unequal", "k4-unequal-with-empty"],
-)
-def test_distributed_value_and_gradient_match_single_device(loss_name, sizes):
-    x1, x2, kernel = _data(sum(sizes), seed=len(sizes) + sizes[0])
-    loss = LOSSES[loss_name]()
-    expected_value, expected_grad = _single_device(loss, x1, x2, kernel)
-
-    values, grad_sum = _distributed(loss, x1, x2, kernel, sizes)
-
-    k = len(sizes)
-    # __call__ returns value / K on each replica, like Keras' mean losses.
-    np.testing.assert_allclose(values * k, np.full(k, expected_value), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(grad_sum, expected_grad, rtol=1e-4, atol=1e-6)
-    assert np.abs(expected_grad).max() > 1e-3, "degenerate case: the gradient is ~0"
-
-
-def test_sum_reduction_returns_the_unscaled_global_loss_per_replica():
-    sizes = (3, 5)
-    x1, x2, kernel = _data(sum(sizes), seed=7)
-    loss = LOSSES["simclr"]()
-    unscaled = type(loss).from_config({**loss.get_config(), "reduction": "sum"})
-    expected_value, expected_grad = _single_device(loss, x1, x2, kernel)
-
-    values, grad_sum = _distributed(unscaled, x1, x2, kernel, sizes)
-
-    np.testing.assert_allclose(values, [expected_value] * 2, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(grad_sum, 2 * expected_grad, rtol=1e-4, atol=1e-6)
 
 
 class _TwoViewModel(keras.Model):

@@ -167,21 +167,6 @@ def _one_device(loss, x, labels, kernel):
     return value.numpy(), tape.gradient(total, dense.kernel).numpy()
 
 
-@pytest.mark.parametrize("sizes", [(3, 5), (1, 3, 0, 4)], ids=["k2-unequal", "k4-with-empty"])
-@pytest.mark.parametrize("make_loss", [TripletLoss, MultiSimilarityLoss], ids=["triplet", "ms"])
-def test_unequal_and_empty_replicas_match_one_device(make_loss, sizes):
-    x, labels, kernel = _data(seed=sum(sizes))
-    loss = make_loss()
-    expected_value, expected_grad = _one_device(loss, x, labels, kernel)
-
-    values, grad_sum = _per_replica_run(loss, x, labels, kernel, sizes)
-
-    k = len(sizes)
-    np.testing.assert_allclose(np.array(values) * k, [expected_value] * k, rtol=1e-5)
-    np.testing.assert_allclose(grad_sum, expected_grad, rtol=1e-4, atol=1e-6)
-    assert np.abs(expected_grad).max() > 1e-3
-
-
 @pytest.mark.parametrize("reduction", ["none", "sum"])
 def test_none_and_sum_return_this_replicas_anchors(reduction):
     sizes = (3, 5)
