@@ -15,7 +15,8 @@ left out:
   step-time overhead, robustness; `sync_bn_overhead.png`, `sync_bn_bytes.png` and
   their `_gpu` twins);
 * the results in `SCRIPT_SECTIONS` (the glyphs runs, architecture builders,
-  search backends, metric losses): their benchmark's own `render_markdown`,
+  search backends, metric losses, one replica's rows of a global-batch loss): their
+  benchmark's own `render_markdown`,
   under a heading and the command that produced them;
 * `unseen_digits.json`: `benchmark/glyphs/report.py`.
 
@@ -93,6 +94,10 @@ SCRIPT_SECTIONS = {
     "metric_losses.json": (
         "benchmark.metric.losses",
         "Metric losses: global vs per-replica mining",
+    ),
+    "replica_rows.json": (
+        "benchmark.replica_rows",
+        "Global-batch losses: one replica's rows against the number of replicas",
     ),
 }
 
