@@ -77,7 +77,7 @@ from benchmark.metric.small_batch_tables import (  # noqa: E402
     plot_paired_differences,
     render_markdown,
 )
-from benchmark.self_supervised.quality import build_backbone  # noqa: E402
+from benchmark.self_supervised.quality_training import build_backbone  # noqa: E402
 from tensorflow_similarity.architectures import BackboneSim  # noqa: E402
 from tensorflow_similarity.datasets import ImageData, load_data  # noqa: E402
 from tensorflow_similarity.layers import recompute_batch_norm_statistics  # noqa: E402

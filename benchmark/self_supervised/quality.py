@@ -32,7 +32,9 @@ scikit-learn digits of the earlier reports.
 The replicas are logical CPU devices carved out of the host (4 of them), so
 this measures what the statistics do to learning, not speed.
 
-The cells and their tables are defined in `quality_tables.py`. Results go to
+The options are in `quality_options.py`, the models, data and training in
+`quality_training.py`, the cells and their tables in `quality_tables.py`; this
+module trains every cell and writes the results. Results go to
 `<out>/ssl_quality.md` and `<out>/ssl_quality.json`: `benchmark/results`
 for a full run, a new temporary folder (printed) for a `--quick` one, so that a
 smoke run never replaces the full results; `--out` chooses the folder either way.
@@ -48,7 +50,6 @@ Usage (from the repository root):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import json
@@ -57,8 +58,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -67,372 +67,30 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # Importing these creates no TensorFlow context, so the logical devices can
 # still be configured in main().
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmark.common import command_line, output_folder  # noqa: E402
+from benchmark.self_supervised.quality_options import RunConfig, parse_args, run_config  # noqa: E402
 from benchmark.self_supervised.quality_tables import (  # noqa: E402
-    ALGORITHMS,
     KNN_K,
-    KNN_TEMPERATURE,
     NUM_REPLICAS,
     SETTINGS,
     render_markdown,
 )
-from tensorflow_similarity import augmenters  # noqa: E402
-from tensorflow_similarity.augmenters import ViewAugmenter  # noqa: E402
+from benchmark.self_supervised.quality_training import (  # noqa: E402
+    Trainer,
+    build_model,
+    configure_devices,
+    embedding_function,
+    evaluate,
+    log,
+    make_strategy,
+)
 from tensorflow_similarity.callbacks import knn_accuracy  # noqa: E402
 from tensorflow_similarity.datasets import ImageData, check_data_spec, load_data  # noqa: E402
-from tensorflow_similarity.layers import recompute_batch_norm_statistics  # noqa: E402
-from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model  # noqa: E402
+from tensorflow_similarity.models import ContrastiveModel  # noqa: E402
 
 MODULE = "benchmark.self_supervised.quality"
-# Three epochs of the glyphs' 2,140 training images keep the full run (54 trainings) near
-# 20 minutes on 2 cores.
-DEFAULT_EPOCHS = 3
-AUGMENTERS = {
-    "simsiam": augmenters.simsiam_augmenter,
-    "simclr": augmenters.simclr_augmenter,
-    "barlow": augmenters.barlow_augmenter,
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """What one invocation trains, derived from the command line."""
-
-    data: str
-    image_size: int
-    width: int
-    epochs: int
-    batch_sizes: tuple[int, ...]
-    seeds: tuple[int, ...]
-    algorithms: tuple[str, ...]
-    limit: int | None
-    learning_rate: float
-    projector_dim: int
-    quick: bool
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=(
-            "kNN accuracy of SimSiam, SimCLR and Barlow Twins with per-replica batch norm, "
-            "synchronised batch norm, and one device holding the global batch."
-        )
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="Smoke run: SimCLR only, 1 seed, 1 epoch, 256 images, batch 8; under 2 minutes.",
-    )
-    parser.add_argument(
-        "--data",
-        default="glyphs",
-        help="'glyphs' (the package's, default), 'digits' (scikit-learn), a folder with one "
-        "sub-folder of images per class, or 'tfds:NAME' (as the tfsim command).",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help=(
-            "Folder for ssl_quality.md and ssl_quality.json (default: benchmark/results; with "
-            "--quick, a new temporary folder)."
-        ),
-    )
-    parser.add_argument("--image-size", type=int, default=16, help="Image side (default: 16).")
-    parser.add_argument(
-        "--width", type=int, default=16, help="Channels of the backbone's first stage (16)."
-    )
-    parser.add_argument(
-        "--epochs", type=int, default=None, help=f"Epochs (default: {DEFAULT_EPOCHS})."
-    )
-    parser.add_argument(
-        "--batch-sizes",
-        type=int,
-        nargs="+",
-        default=None,
-        help="Per-replica batch sizes (default: 8 32).",
-    )
-    parser.add_argument("--seeds", type=int, default=None, help="Number of seeds (default: 3).")
-    parser.add_argument(
-        "--algorithms",
-        nargs="+",
-        choices=ALGORITHMS,
-        default=None,
-        help="Algorithms to train (default: all three).",
-    )
-    parser.add_argument(
-        "--limit", type=int, default=None, help="Use at most this many images (default: all)."
-    )
-    parser.add_argument(
-        "--learning-rate", type=float, default=2e-3, help="Adam learning rate (default: 2e-3)."
-    )
-    return parser.parse_args(argv)
-
-
-def run_config(args: argparse.Namespace) -> RunConfig:
-    """Resolves the command line into a `RunConfig`, rejecting bad values before any work.
-
-    Raises:
-        SystemExit: With a message naming the bad option and what to pass instead.
-    """
-    quick = args.quick
-    config = RunConfig(
-        data=args.data,
-        image_size=args.image_size,
-        width=args.width,
-        epochs=args.epochs if args.epochs is not None else (1 if quick else DEFAULT_EPOCHS),
-        batch_sizes=tuple(args.batch_sizes or ((8,) if quick else (8, 32))),
-        seeds=tuple(range(args.seeds if args.seeds is not None else (1 if quick else 3))),
-        # One algorithm keeps the smoke run to three traced models; SimCLR is the one the
-        # literature expects per-replica statistics to hurt most.
-        algorithms=tuple(args.algorithms or (("simclr",) if quick else ALGORITHMS)),
-        limit=args.limit if args.limit is not None else (256 if quick else None),
-        learning_rate=args.learning_rate,
-        projector_dim=64,
-        quick=quick,
-    )
-    for name, value, low in (
-        ("--image-size", config.image_size, 8),
-        ("--width", config.width, 1),
-        ("--epochs", config.epochs, 1),
-        ("--seeds", len(config.seeds), 1),
-    ):
-        if value < low:
-            raise SystemExit(f"{name} must be at least {low}; got {value}.")
-    if any(b < 2 for b in config.batch_sizes):
-        # Batch norm and the losses need at least 2 samples per replica.
-        raise SystemExit(f"--batch-sizes must all be at least 2; got {list(config.batch_sizes)}.")
-    if not config.learning_rate > 0:
-        raise SystemExit(f"--learning-rate must be positive; got {config.learning_rate}.")
-    return config
-
-
-def configure_devices() -> list[str]:
-    """Splits the host CPU into `NUM_REPLICAS` logical devices; must run before TF initialises."""
-    cpus = tf.config.list_physical_devices("CPU")
-    tf.config.set_logical_device_configuration(
-        cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_REPLICAS
-    )
-    return [d.name for d in tf.config.list_logical_devices("CPU")]
-
-
-def make_strategy(devices: Sequence[str]) -> tf.distribute.MirroredStrategy:
-    # A key range of its own, as in benchmark.sync_bn, so that nothing else
-    # in the process can collide with its collective keys.
-    cls = type(
-        "QualityMirroredStrategy",
-        (tf.distribute.MirroredStrategy,),
-        {"_collective_key_base": 10_000 * NUM_REPLICAS},
-    )
-    return cls(list(devices[:NUM_REPLICAS]))
-
-
-_START = time.perf_counter()
-
-
-def log(message: str) -> None:
-    print(f"[{time.perf_counter() - _START:7.1f} s] {message}", flush=True)
-
-
-# --------------------------------------------------------------------------------------
-# Models and data.
-# --------------------------------------------------------------------------------------
-
-
-def build_backbone(image_size: int, width: int) -> keras.Model:
-    """A ResNet-style backbone small enough for CPU: 3 stages of one basic block each.
-
-    Stem conv, then basic blocks of `width`, `2 width`, `4 width` channels
-    (strides 1, 2, 2), global average pooling: representation of `4 width`
-    features, 9 batch-norm layers.
-    """
-    inputs = keras.Input((image_size, image_size, 3), name="images")
-    x = keras.layers.Conv2D(width, 3, padding="same", use_bias=False, name="stem_conv")(inputs)
-    x = keras.layers.BatchNormalization(name="stem_bn")(x)
-    x = keras.layers.ReLU(name="stem_relu")(x)
-    for stage, (filters, stride) in enumerate(((width, 1), (2 * width, 2), (4 * width, 2))):
-        prefix = f"stage{stage}"
-        shortcut = x
-        if stride != 1 or x.shape[-1] != filters:
-            shortcut = keras.layers.Conv2D(
-                filters, 1, strides=stride, use_bias=False, name=f"{prefix}_proj_conv"
-            )(x)
-            shortcut = keras.layers.BatchNormalization(name=f"{prefix}_proj_bn")(shortcut)
-        y = keras.layers.Conv2D(
-            filters, 3, strides=stride, padding="same", use_bias=False, name=f"{prefix}_conv1"
-        )(x)
-        y = keras.layers.BatchNormalization(name=f"{prefix}_bn1")(y)
-        y = keras.layers.ReLU(name=f"{prefix}_relu1")(y)
-        y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{prefix}_conv2")(
-            y
-        )
-        y = keras.layers.BatchNormalization(name=f"{prefix}_bn2")(y)
-        x = keras.layers.ReLU(name=f"{prefix}_relu2")(keras.layers.Add()([shortcut, y]))
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
-    return keras.Model(inputs, x, name="small_resnet")
-
-
-def build_model(algorithm: str, config: RunConfig, sync_bn: bool) -> ContrastiveModel:
-    return create_contrastive_model(
-        build_backbone(config.image_size, config.width),
-        algorithm,
-        projector_hidden_dim=2 * config.projector_dim,
-        projector_output_dim=config.projector_dim,
-        sync_bn=sync_bn,
-    )
-
-
-def sub_models(model: ContrastiveModel) -> list[keras.Model]:
-    return [m for m in (model.backbone, model.projector, model.predictor) if m is not None]
-
-
-def copy_weights(source: ContrastiveModel, target: ContrastiveModel) -> None:
-    """Copies every layer's weights by layer name (conversion keeps the names).
-
-    Raises:
-        ValueError: If a layer's weights differ in number or shape.
-    """
-    for source_model, target_model in zip(sub_models(source), sub_models(target), strict=True):
-        for layer in source_model.layers:
-            weights = layer.get_weights()
-            if weights:
-                target_model.get_layer(layer.name).set_weights(weights)
-
-
-def make_augmenter(algorithm: str, image_size: int, seed: int) -> ViewAugmenter:
-    # Characters are not mirror-symmetric (a mirrored letter is another letter), and a
-    # 16-pixel image cannot lose 92% of its area and stay legible: no flips, crops keep at
-    # least 25% of the area.
-    # Colour and blur stay as in the papers.
-    return AUGMENTERS[algorithm](image_size, seed=seed, flip_prob=0.0, crop_scale=(0.25, 1.0))
-
-
-def batch_order(num_images: int, global_batch: int, epochs: int, seed: int) -> np.ndarray:
-    """Image indices of every step, `[epochs * steps, global_batch]`, the same for a/b/c."""
-    rng = np.random.default_rng(seed)
-    steps = num_images // global_batch
-    return np.stack(
-        [rng.permutation(num_images)[: steps * global_batch] for _ in range(epochs)]
-    ).reshape(-1, global_batch)
-
-
-def view_pairs(images: np.ndarray, order: np.ndarray, augmenter: ViewAugmenter) -> tf.data.Dataset:
-    """Global batches of `(view1, view2)`, a pure function of `order` and the augmenter seed.
-
-    `step=i` makes batch `i`'s views independent of when the pipeline runs them.
-    """
-    images = tf.constant(images)
-    _, height, width, channels = images.shape
-
-    def views(i, indices):
-        view1, view2 = augmenter(tf.gather(images, indices), step=i)
-        # An unknown batch dimension lets one traced training step serve every
-        # batch size, instead of one trace per size.
-        loose = [None, height, width, channels]
-        return tuple(tf.compat.v1.placeholder_with_default(v, loose) for v in (view1, view2))
-
-    return (
-        tf.data.Dataset.from_tensor_slices(order)
-        .enumerate()
-        .map(views, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(2)
-    )
-
-
-def embedding_function(backbone: keras.Model, image_size: int) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Backbone inference on one device, traced once for any number of images."""
-    spec = tf.TensorSpec([None, image_size, image_size, 3], tf.float32)
-    return tf.function(lambda x: backbone(x, training=False), input_signature=[spec])
-
-
-def evaluate(embed: Callable[[tf.Tensor], tf.Tensor], data: ImageData) -> float:
-    train = embed(tf.constant(data.x_train)).numpy()
-    test = embed(tf.constant(data.x_test)).numpy()
-    return knn_accuracy(
-        train, data.y_train, test, data.y_test, k=KNN_K, temperature=KNN_TEMPERATURE
-    )
-
-
-# --------------------------------------------------------------------------------------
-# Training.
-# --------------------------------------------------------------------------------------
-
-
-class Trainer:
-    """One compiled model per (algorithm, setting), reset to a seed's weights before each run.
-
-    Tracing a 4-replica training step costs far more than the training
-    itself at these sizes, so the model, its optimizer and its traced
-    functions are kept across seeds and batch sizes: each run copies the
-    seed's initial weights in and puts back the optimizer's state as built
-    (zero moments and iteration count; the learning rate, also one of the
-    optimizer's variables, kept), which is what a freshly built model would
-    start from.
-    """
-
-    def __init__(
-        self, algorithm: str, setting: str, config: RunConfig, strategy: tf.distribute.Strategy
-    ) -> None:
-        self.algorithm = algorithm
-        self.setting = setting
-        self.config = config
-        self.replicas = 1 if setting == "single" else NUM_REPLICAS
-        self.strategy = tf.distribute.get_strategy() if setting == "single" else strategy
-        with self.strategy.scope():
-            self.model = build_model(algorithm, config, sync_bn=setting == "sync")
-            # XLA is off on CPU and under tf.distribute anyway; off everywhere keeps the
-            # three settings' numerics comparable on a GPU host too.
-            self.model.compile(
-                optimizer=keras.optimizers.Adam(config.learning_rate),
-                jit_compile=False,
-            )
-            self.model.optimizer.build(self.model.trainable_variables)
-        self.fresh_optimizer = [v.numpy() for v in self.model.optimizer.variables]
-        self.embed = embedding_function(self.model.backbone, config.image_size)
-
-    def run(
-        self, batch_per_replica: int, seed: int, reference: ContrastiveModel, data: ImageData
-    ) -> dict[str, Any]:
-        """Trains from `reference`'s weights and returns the run's row of results."""
-        config = self.config
-        global_batch = NUM_REPLICAS * batch_per_replica
-        order = batch_order(len(data.x_train), global_batch, config.epochs, seed)
-        steps_per_epoch = len(order) // config.epochs
-        augmenter = make_augmenter(self.algorithm, config.image_size, seed)
-        dataset = view_pairs(data.x_train, order, augmenter)
-        copy_weights(reference, self.model)
-        for variable, value in zip(
-            self.model.optimizer.variables, self.fresh_optimizer, strict=True
-        ):
-            variable.assign(value)
-        started = time.perf_counter()
-        history = self.model.fit(
-            dataset, epochs=config.epochs, steps_per_epoch=steps_per_epoch, verbose=0
-        )
-        train_s = time.perf_counter() - started
-        recompute_batch_norm_statistics(self.model.backbone, data.x_train)
-        accuracy = evaluate(self.embed, data)
-        row = {
-            "algorithm": self.algorithm,
-            "setting": self.setting,
-            "batch_per_replica": batch_per_replica,
-            "global_batch": global_batch,
-            "replicas": self.replicas,
-            "seed": seed,
-            "knn_accuracy": accuracy,
-            "final_loss": float(history.history["loss"][-1]),
-            "final_proj_std": float(history.history["proj_std"][-1]),
-            "steps": len(order),
-            "train_s": round(train_s, 1),
-        }
-        log(
-            f"{self.algorithm:8s} {self.setting:11s} b={batch_per_replica:<3d} seed={seed} "
-            f"knn={accuracy:.4f} loss={row['final_loss']:.4f} ({train_s:.0f} s)"
-        )
-        return row
 
 
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
