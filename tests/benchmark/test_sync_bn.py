@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from benchmark.sync_bn import run as sync_bn
+from benchmark.sync_bn import options as sync_bn
 from tests.benchmark.quick_runs import quick_output_folder, results_snapshot, run_benchmark
 
 # Each runs a benchmark end to end (tens of seconds): out of the fast loop.
