@@ -79,7 +79,9 @@ class PerReplicaMining(keras.losses.Loss):
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
         labels = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-        terms = self.metric_loss.call(labels, tf.cast(y_pred, tf.float32))
+        embeddings = tf.cast(y_pred, tf.float32)
+        # Mined against this replica's own rows only (`call` would gather the global batch).
+        terms = self.metric_loss.per_anchor_loss(labels, embeddings, labels, embeddings)
         ctx = tf.distribute.get_replica_context()
         replicas = ctx.num_replicas_in_sync if ctx is not None else 1
         return tf.math.divide_no_nan(tf.reduce_sum(terms), tf.cast(tf.size(terms), tf.float32)) / (
