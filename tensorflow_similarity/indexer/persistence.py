@@ -39,7 +39,6 @@ identity (`"model"`: the SHA-256 of its file and of its weights), which
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -50,6 +49,17 @@ import numpy as np
 from tensorflow_similarity import _atomic
 from tensorflow_similarity.classification_metrics import make_classification_metric
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.indexer._metadata import (
+    FORMAT_VERSION,
+    METADATA_FILE,
+    check_search_ids,
+    checksum,
+    corrupt_error,
+    metadata_digest,
+    read_metadata,
+    recorded_checksums,
+    verify_checksums,
+)
 from tensorflow_similarity.search import SEARCH_NAMES, Search
 from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
 from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
@@ -59,12 +69,6 @@ if TYPE_CHECKING:
     from tensorflow_similarity.indexer.indexer import Indexer
 
 IndexT = TypeVar("IndexT", bound="Indexer")
-
-METADATA_FILE = "index_metadata.json"
-# 2: the store is saved as its class and config (1 saved "memory" or nothing). The
-# checksums ("files", "metadata_sha256") were added within version 2: metadata without
-# them still loads (see load).
-FORMAT_VERSION = 2
 
 
 def save_index(index: Indexer, path: str | Path, compression: bool = True) -> None:
@@ -167,38 +171,11 @@ def _write_index(
     index.search.save(path)
     files: dict[str, int | None] = dict.fromkeys(index.search.saved_files())
     files.update(index.kv_store.saved_files(path))
-    metadata["files"] = {name: _checksum(path / name, length) for name, length in files.items()}
+    metadata["files"] = {name: checksum(path / name, length) for name, length in files.items()}
     if model is not None:
         metadata["model"] = dict(model)
-    metadata["metadata_sha256"] = _metadata_digest(json.loads(json.dumps(metadata)))
+    metadata["metadata_sha256"] = metadata_digest(json.loads(json.dumps(metadata)))
     _atomic.write_text(path / METADATA_FILE, json.dumps(metadata))
-
-
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """Returns the metadata of the index saved in directory `path`.
-
-    Raises:
-        FileNotFoundError: If `path` holds no saved index.
-        ValueError: If the metadata is corrupt or of another format
-            version.
-    """
-    file = _atomic.readable_dir(path) / METADATA_FILE
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"No saved index in {str(path)!r} (no {METADATA_FILE}). Pass the directory "
-            "Indexer.save (or SimilarityModel.save_index) wrote."
-        )
-    try:
-        metadata = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{file} is corrupt ({error}); save the index again.") from None
-    version = metadata.get("format_version") if isinstance(metadata, dict) else None
-    if version != FORMAT_VERSION:
-        raise ValueError(
-            f"{file} is of index format version {version!r}; this version reads "
-            f"{FORMAT_VERSION}. Re-create the index with this version."
-        )
-    return metadata
 
 
 def load_index(
@@ -250,7 +227,7 @@ def load_index(
             "another model. Load it into a model of that output size, or re-index."
         )
     search = _saved_search(path, metadata)
-    checksums = _recorded_checksums(path, metadata)
+    checksums = recorded_checksums(path, metadata)
     if checksums is not None:
         if safe_mode:
             # Before the checksums, so that pickled data are refused as such.
@@ -261,12 +238,12 @@ def load_index(
                     else metadata["kv_store"]["class_name"]
                 )
                 refuse_pickled(path / name, owner=owner)
-        _verify_checksums(path, metadata, checksums)
+        verify_checksums(path, metadata, checksums)
     store = _saved_store(path, metadata["kv_store"], kv_store)
     if checksums is not None:
         for name in [*search.saved_files(), *store.saved_files(path)]:
             if name not in checksums:
-                raise _corrupt(
+                raise corrupt_error(
                     path,
                     f"{METADATA_FILE} records no checksum of {name}, which the index reads",
                 )
@@ -281,18 +258,18 @@ def load_index(
     if verbose:
         print(f"Loading an index of {metadata['size']} embeddings from {path}")
     index.search.load(path)
-    _check_search_ids(path, index.search, metadata["size"])
+    check_search_ids(path, index.search, metadata["size"])
     store.load(path, safe_mode=safe_mode)
     # Set after construction, which empties a given store: the one opened in place
     # holds the saved records.
     index.kv_store_type = index.kv_store = store
     if index.size() != metadata["size"]:
-        raise _corrupt(
+        raise corrupt_error(
             path,
             f"its metadata says {metadata['size']} embeddings, its store holds {index.size()}",
         )
     if index.size() and store.dim != metadata["embedding_size"]:
-        raise _corrupt(
+        raise corrupt_error(
             path,
             f"its metadata says embeddings of size {metadata['embedding_size']}, its "
             f"store holds embeddings of size {store.dim}",
@@ -310,14 +287,6 @@ def load_index(
     return index
 
 
-def _corrupt(path: Path, problem: str) -> ValueError:
-    """The error of a saved index whose files disagree: `problem`, and what to do."""
-    return ValueError(
-        f"The index in {str(path)!r} is corrupt: {problem}. Nothing was loaded. Restore the "
-        "folder from a whole copy, or index the examples again and save them."
-    )
-
-
 def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
     """A new, empty search of the saved class and config, checked against the metadata."""
     name, config = metadata["search"], metadata["search_config"]
@@ -330,10 +299,10 @@ def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
         )
     search_class = SEARCH_NAMES[name]
     if not isinstance(config, dict):
-        raise _corrupt(path, f"its {METADATA_FILE} search_config is not a dict: {config!r}")
+        raise corrupt_error(path, f"its {METADATA_FILE} search_config is not a dict: {config!r}")
     for key, field in (("distance", "distance"), ("dim", "embedding_size")):
         if config.get(key) != metadata[field]:
-            raise _corrupt(
+            raise corrupt_error(
                 path,
                 f"its {METADATA_FILE} search_config has {key}={config.get(key)!r} but the index "
                 f"has {field} {metadata[field]!r}",
@@ -341,105 +310,11 @@ def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
     try:
         return search_class.from_config(config)
     except (TypeError, ValueError) as error:
-        raise _corrupt(
+        raise corrupt_error(
             path,
             f"its {METADATA_FILE} says 'search' is {name!r} but its search_config is not a "
             f"{search_class.__name__}'s ({error})",
         ) from None
-
-
-def _recorded_checksums(path: Path, metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """The `"files"` checksums of the metadata, or `None` for an index saved without them."""
-    files, digest = metadata.get("files"), metadata.get("metadata_sha256")
-    if files is None and digest is None:
-        return None
-    if not isinstance(files, dict) or not isinstance(digest, str):
-        raise _corrupt(
-            path,
-            f"its {METADATA_FILE} holds 'files' {type(files).__name__} and 'metadata_sha256' "
-            f"{type(digest).__name__}: checksums are recorded as both, a dict and a string",
-        )
-    return files
-
-
-def _verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]) -> None:
-    """Raises unless the metadata's content and every file in `files` are as saved."""
-    if _metadata_digest(metadata) != metadata["metadata_sha256"]:
-        raise _corrupt(
-            path,
-            f"{METADATA_FILE} changed after the index was saved (the SHA-256 of its content "
-            "differs from the metadata_sha256 it records)",
-        )
-    appended = any(isinstance(entry, dict) and entry.get("appendable") for entry in files.values())
-    for name, entry in files.items():
-        if Path(name).name != name or name == METADATA_FILE:
-            raise _corrupt(path, f"its {METADATA_FILE} records a checksum of {name!r}")
-        try:
-            digest, length, appendable = entry["sha256"], int(entry["bytes"]), entry["appendable"]
-        except (KeyError, TypeError, ValueError):
-            raise _corrupt(
-                path, f"its {METADATA_FILE} records {name}'s checksum as {entry!r}"
-            ) from None
-        file = path / name
-        if not file.is_file():
-            raise _corrupt(path, f"{name} is missing (the index was saved with it)")
-        size = file.stat().st_size
-        if size < length or (size > length and not appendable):
-            raise _corrupt(
-                path,
-                f"{name} holds {size} bytes but was saved with {length}: it was "
-                f"{'truncated or ' * (size < length)}rewritten after the index was saved",
-            )
-        if _sha256(file, length) != digest:
-            hint = (
-                "; records added to an index loaded from this folder are written into it, "
-                "so save that index here again to keep the folder whole"
-                if appended
-                else ""
-            )
-            raise _corrupt(
-                path,
-                f"{name} changed after the index was saved (its SHA-256 differs from the one "
-                f"{METADATA_FILE} records){hint}",
-            )
-
-
-def _check_search_ids(path: Path, search: Search, size: int) -> None:
-    """Raises unless `search` holds `size` embeddings under the store's ids 0 to size - 1."""
-    saved = search.saved_files()
-    file = saved[0] if saved else type(search).__name__
-    if search.size() != size:
-        raise _corrupt(
-            path,
-            f"{file} holds {search.size()} embeddings but {METADATA_FILE} says the index "
-            f"holds {size}",
-        )
-    ids = search.ids()
-    wrong = np.flatnonzero(ids != np.arange(size))
-    if len(wrong):
-        row = int(wrong[0])
-        raise _corrupt(
-            path,
-            f"{file} gives its row {row} the id {int(ids[row])}, but an index's search holds "
-            f"the ids of the store's records, 0 to {size - 1} in order",
-        )
-
-
-def _checksum(file: Path, length: int | None) -> dict[str, Any]:
-    """The checksum entry of `file`: of all of it, or of its first `length` bytes."""
-    size = file.stat().st_size if length is None else length
-    return {"sha256": _sha256(file, size), "bytes": size, "appendable": length is not None}
-
-
-def _sha256(file: Path, length: int) -> str:
-    """The hex SHA-256 of the first `length` bytes of `file`, read a chunk at a time."""
-    return _atomic.sha256_file(file, length)
-
-
-def _metadata_digest(metadata: dict[str, Any]) -> str:
-    """The hex SHA-256 of the metadata's content but its own digest, as sorted JSON."""
-    content = {k: v for k, v in metadata.items() if k != "metadata_sha256"}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def _saved_store(path: Path, saved: dict[str, Any], given: Store | None) -> Store:
