@@ -11,28 +11,36 @@ import tensorflow as tf
 
 from tensorflow_similarity import _atomic
 from tensorflow_similarity._validation import check_int
-from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.indexer import Indexer, persistence
+from tensorflow_similarity.models.index_arguments import (
+    canonical_distance,
+    check_length,
+    keras_rank_adjusted,
+)
+from tensorflow_similarity.models.index_files import (
+    index_of_model_file,
+    index_path,
+    is_model_file,
+    recover_pair,
+)
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 from tensorflow_similarity.types import Lookup
 
-
-def index_path(filepath: str | Path) -> Path:
-    """Returns the folder `save_index(filepath)` writes: beside a `.keras` file, else inside.
-
-    `model.keras` -> `model.index/`; any other path -> `path/index/` (0.17's
-    layout, when `path` was a SavedModel folder).
-    """
-    filepath = Path(filepath)
-    if filepath.suffix in (".keras", ".h5"):
-        return filepath.with_suffix(".index")
-    return filepath / "index"
+__all__ = [
+    "IndexLookupMixin",
+    "canonical_distance",
+    "check_length",
+    "index_path",
+    "keras_rank_adjusted",
+    "recover_pair",
+]
 
 
 class IndexLookupMixin:
-    """The indexing half of `IndexMixin`: the index, adding, looking up, persistence.
+    """The indexing part of `IndexMixin`: the index, adding, looking up, persistence.
 
     See `IndexMixin`, the class models mix in. The model embeds (with
     `predict`, so under the strategy the model was built in, on all its
@@ -249,7 +257,7 @@ class IndexLookupMixin:
         model_file, folder = Path(filepath), index_path(filepath)
         recover_pair(model_file, folder)
         identity = {"weights_sha256": self._weights_sha256()}
-        if _is_model_file(model_file) and model_file.is_file():
+        if is_model_file(model_file) and model_file.is_file():
             identity["sha256"] = _atomic.sha256_file(model_file)
         staged = persistence.stage_index(
             self._index, folder, compression=compression, model=identity
@@ -288,7 +296,7 @@ class IndexLookupMixin:
                 corrupt, belongs to another model or model file, or (in
                 safe mode) holds pickled data.
         """
-        folder = _index_of_model_file(Path(filepath))
+        folder = index_of_model_file(Path(filepath))
         current = self._ix
         embedding_output = None if current is None else current.embedding_output
         index = Indexer.load(
@@ -353,116 +361,3 @@ class IndexLookupMixin:
         # A k above the index size is not refused: the index returns all it holds and
         # warns, as 0.17 returned fewer neighbours.
         check_int("k", k, minimum=1, owner=type(self).__name__)
-
-
-def keras_rank_adjusted(x: np.ndarray, expected: tuple[int | None, ...]) -> np.ndarray:
-    """Returns `x` with the one rank change a Functional Keras model makes to its input.
-
-    Keras' `fit` and `predict` add a missing trailing axis of size 1 (MNIST's
-    `(n, 28, 28)` for a `(28, 28, 1)` input, as 0.17's notebooks pass) and
-    drop an extra one (`(n, 28, 28, 1, 1)`); nothing else. The index API
-    accepts the same batches, so what trains also indexes.
-
-    Args:
-        x: A batch of examples.
-        expected: The model's input shape, without the batch axis.
-    """
-    if x.ndim == len(expected) and expected and expected[-1] == 1:
-        return x[..., np.newaxis]
-    if x.ndim == len(expected) + 2 and x.shape[-1] == 1:
-        return x[..., 0]
-    return x
-
-
-def check_length(name: str, values: Any, num: int, required: bool = False) -> None:
-    """Raises unless `values` has `num` items (or is `None` and not `required`)."""
-    if values is None:
-        if required:
-            raise ValueError(f"{name} is required: pass one label per example.")
-        return
-    length = len(values) if hasattr(values, "__len__") else None
-    if length != num:
-        raise ValueError(f"Got {length} items in {name} for {num} examples. Pass one per example.")
-
-
-def canonical_distance(distance: Distance | str, loss: Any) -> Distance:
-    """Returns `distance` as a `Distance`; `"auto"` takes the loss's (0.17's default).
-
-    Raises:
-        ValueError: For `"auto"` with a loss that has no `distance`.
-    """
-    if isinstance(distance, str) and distance == "auto":
-        first = loss[0] if isinstance(loss, (list, tuple)) and loss else loss
-        found = getattr(first, "distance", None)
-        if found is None:
-            raise ValueError(
-                "distance='auto' takes the distance of the loss, but the loss "
-                f"{first!r} has none. Pass distance='cosine' (or another name)."
-            )
-        return distance_canonicalizer(found)
-    return distance_canonicalizer(distance)
-
-
-def _is_model_file(path: Path) -> bool:
-    return path.suffix in (".keras", ".h5")
-
-
-def _recorded_model_sha256(folder: Path) -> str | None:
-    """The SHA-256 of the model file the index in `folder` was saved with, if recorded."""
-    try:
-        metadata = Indexer.read_metadata(folder)
-    except (FileNotFoundError, ValueError):
-        return None
-    return (metadata.get("model") or {}).get("sha256")
-
-
-def recover_pair(model_file: Path, folder: Path) -> None:
-    """Resolves a save of a model file and its index folder that a crash interrupted.
-
-    `IndexMixin.save` switches the index folder in first, then the model
-    file: if the crash came between the two, the staged model file the new
-    index records is switched in too (rolling forward); any other state is
-    resolved as `_atomic.recover_dir` does, and a staged model file left is
-    deleted.
-    """
-    staged = _atomic.staging_path(model_file)
-    if (
-        staged.is_file()
-        and folder.is_dir()
-        and _atomic.backup_path(folder).is_dir()
-        and _recorded_model_sha256(folder) == _atomic.sha256_file(staged)
-    ):
-        _atomic.replace_file(staged, model_file)
-    staged.unlink(missing_ok=True)
-    _atomic.recover_dir(folder)
-
-
-def _index_of_model_file(filepath: Path) -> Path:
-    """The index folder of the model file `filepath`, checked to belong to it.
-
-    Between the two renames of a save, the index folder is new and the
-    model file old: the old index, kept as the folder's backup until the
-    model file is switched, is the one that belongs to it.
-
-    Raises:
-        ValueError: If the index was saved with another model file.
-    """
-    folder = _atomic.readable_dir(index_path(filepath))
-    if not (_is_model_file(filepath) and filepath.is_file()):
-        return folder
-    recorded = _recorded_model_sha256(folder)
-    if recorded is None:
-        return folder
-    found = _atomic.sha256_file(filepath)
-    if recorded == found:
-        return folder
-    backup = _atomic.backup_path(index_path(filepath))
-    if backup.is_dir() and _recorded_model_sha256(backup) == found:
-        return backup
-    raise ValueError(
-        f"The index in {str(folder)!r} was saved with another {filepath.name} than the one "
-        f"beside it (the SHA-256 of {str(filepath)!r} is not the one the index records): the "
-        "model file was replaced or the index copied from another save since. Nothing was "
-        "loaded. Save the model and its index together again (model.save), or load the "
-        "index saved with this model file."
-    )

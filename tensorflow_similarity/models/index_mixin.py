@@ -1,41 +1,34 @@
-"""The index API a model gains by mixing in `IndexMixin`: index, look up, calibrate, match."""
+"""The index API a model gains by mixing in `IndexMixin`: index, look up, calibrate, match.
+
+`IndexMixin` itself holds what ties the index to the model: compiling
+with it and saving the model with it. The verbs come from the mixins it
+builds on (`index_lookup_mixin.py`, `index_calibration_mixin.py`).
+"""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import keras
-import numpy as np
 
 from tensorflow_similarity import _atomic
-from tensorflow_similarity.classification_metrics import (
-    ClassificationMetric,
-    make_classification_metric,
-)
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.indexer import persistence
-from tensorflow_similarity.indexer.text_table import format_table
-from tensorflow_similarity.matchers import ClassificationMatch
+from tensorflow_similarity.models.index_calibration_mixin import IndexCalibrationMixin
 from tensorflow_similarity.models.index_lookup_mixin import (
-    IndexLookupMixin,
     canonical_distance,
-    check_length,
     index_path,
     recover_pair,
 )
-from tensorflow_similarity.retrieval_metrics import RetrievalMetric
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
-from tensorflow_similarity.types import CalibrationResults
 
 __all__ = ["IndexMixin", "canonical_distance", "index_path"]
 
 
-class IndexMixin(IndexLookupMixin):
+class IndexMixin(IndexCalibrationMixin):
     """0.17's index API for a Keras model whose predictions are embeddings.
 
     The model embeds (with `predict`, so under the strategy the model was
@@ -46,11 +39,12 @@ class IndexMixin(IndexLookupMixin):
     (cosine distance, exact linear search, memory store).
 
     Indexing, lookups, the index's bookkeeping and persistence come from
-    `IndexLookupMixin`; this class adds what uses the neighbours' labels:
-    `evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`,
-    and `save`, which writes the model and, beside it, its index. The
-    model's `compile` calls `_compile_index`, and its compile config holds
-    the index settings, so `keras.saving.load_model` recreates the index.
+    `IndexLookupMixin`; what uses the neighbours' labels
+    (`evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`)
+    from `IndexCalibrationMixin`. This class adds `save`, which writes the
+    model and, beside it, its index. The model's `compile` calls
+    `_compile_index`, and its compile config holds the index settings, so
+    `keras.saving.load_model` recreates the index.
 
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
@@ -238,196 +232,3 @@ class IndexMixin(IndexLookupMixin):
             _atomic.recover_dir(folder)
             raise persistence.save_failed(error, what, model_file) from error
         _atomic.discard_dir(old_index)
-
-    # Evaluation, calibration and matching.
-
-    def evaluate_retrieval(
-        self,
-        x: Any,
-        y: Any,
-        retrieval_metrics: Sequence[RetrievalMetric],
-        verbose: int = 1,
-    ) -> dict[str, Any]:
-        """Computes retrieval metrics of the examples' neighbours in the index.
-
-        Args:
-            x: Query examples.
-            y: Their classes.
-            retrieval_metrics: `RetrievalMetric` instances, e.g.
-                `[RecallAtK(k=1), PrecisionAtK(k=5)]`.
-            verbose: Print the results if 1. Defaults to 1.
-
-        Returns:
-            Metric name (e.g. `"recall@1"`) to its value.
-
-        Raises:
-            ValueError: If the index is empty, holds fewer examples than a
-                metric's `k`, or `y` does not have one label per example.
-        """
-        x = self._index_batch(x)
-        check_length("y", y, len(x), required=True)
-        self._check_lookup(max([getattr(m, "k", 1) for m in retrieval_metrics] or [1]))
-        results = self._index.evaluate_retrieval(
-            self._index_embeddings(x), y, retrieval_metrics, verbose=verbose
-        )
-        if verbose:
-            print(format_table(list(results.items()), ["metric", "value"]))
-        return results
-
-    def calibrate(
-        self,
-        x: Any,
-        y: Any,
-        thresholds_targets: Mapping[str, float] | None = None,
-        k: int = 1,
-        calibration_metric: str | ClassificationMetric = "f1",
-        matcher: str | ClassificationMatch = "match_nearest",
-        extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
-        rounding: int = 2,
-        verbose: int = 1,
-    ) -> CalibrationResults:
-        """Chooses the distance thresholds `match` uses, from labelled examples.
-
-        Args:
-            x: Calibration examples (not indexed ones: their nearest
-                neighbour would be themselves).
-            y: Their classes.
-            thresholds_targets: Cutpoint name to a target value of the
-                calibration metric, e.g. `{"0.9": 0.9}`. Defaults to none:
-                only the `"optimal"` cutpoint.
-            k: Neighbours the matcher uses. Defaults to 1.
-            calibration_metric: The metric (or its name) calibrated.
-                Defaults to `"f1"`.
-            matcher: `"match_nearest"`, `"match_majority_vote"` or a
-                `ClassificationMatch`. Defaults to `"match_nearest"`.
-            extra_metrics: Metrics also reported. Defaults to precision and
-                recall.
-            rounding: Decimals of the metric values. Defaults to 2.
-            verbose: Print the cutpoints if 1. Defaults to 1.
-
-        Returns:
-            `CalibrationResults(cutpoints, thresholds)`, with an `"optimal"`
-            cutpoint.
-
-        Raises:
-            ValueError: If the index is empty, `k` is below 1, or `y` does
-                not have one label per example (a `k` above the index size
-                uses the whole index, with a warning).
-        """
-        x = self._index_batch(x)
-        check_length("y", y, len(x), required=True)
-        self._check_lookup(k)
-        return self._index.calibrate(
-            self._index_embeddings(x),
-            y,
-            thresholds_targets=dict(thresholds_targets or {}),
-            k=k,
-            calibration_metric=calibration_metric,
-            matcher=matcher,
-            extra_metrics=extra_metrics,
-            rounding=rounding,
-            verbose=verbose,
-        )
-
-    def match(
-        self,
-        x: Any,
-        cutpoint: str = "optimal",
-        no_match_label: int = -1,
-        k: int = 1,
-        matcher: str | ClassificationMatch = "match_nearest",
-        verbose: int = 0,
-    ) -> list[int] | dict[str, list[int]]:
-        """Matches each example to a class, or to `no_match_label` beyond the cutpoint.
-
-        Args:
-            x: Examples to match.
-            cutpoint: The name of a calibrated cutpoint, or `"all"` for every
-                one. Defaults to `"optimal"`.
-            no_match_label: The label of an example whose match is farther
-                than the cutpoint's distance. Defaults to -1.
-            k: Neighbours the matcher uses. Defaults to 1.
-            matcher: See `calibrate`.
-            verbose: Unused; kept for 0.17's signature.
-
-        Returns:
-            The matched labels, or with `cutpoint="all"` a dict of cutpoint
-            name to labels.
-
-        Raises:
-            ValueError: If the index is not calibrated or has no such
-                cutpoint, or a lookup error (see `lookup`).
-        """
-        x = self._index_batch(x)
-        index = self._index
-        if not index.is_calibrated:
-            raise ValueError(
-                "The index is not calibrated: call model.calibrate(x, y) before match()."
-            )
-        if cutpoint != "all" and cutpoint not in index.cutpoints:
-            raise ValueError(
-                f"No cutpoint {cutpoint!r}; the calibration made {sorted(index.cutpoints)}. "
-                "Pass one of them or 'all'."
-            )
-        self._check_lookup(k)
-        matches = index.match(
-            self._index_embeddings(x),
-            no_match_label=no_match_label,
-            k=k,
-            matcher=matcher,
-            verbose=verbose,
-        )
-        return matches if cutpoint == "all" else matches[cutpoint]
-
-    def evaluate_classification(
-        self,
-        x: Any,
-        y: Any,
-        k: int = 1,
-        extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
-        matcher: str | ClassificationMatch = "match_nearest",
-        verbose: int = 1,
-    ) -> dict[str, dict[str, Any]]:
-        """Computes classification metrics of the matches at each calibrated cutpoint.
-
-        Args:
-            x: Examples to match.
-            y: Their classes.
-            k: Neighbours the matcher uses. Defaults to 1.
-            extra_metrics: Metrics computed besides the calibration metric.
-            matcher: See `calibrate`.
-            verbose: Print the results if 1. Defaults to 1.
-
-        Returns:
-            Cutpoint name to a dict of `"name"`, `"distance"` and each
-            metric's value there.
-
-        Raises:
-            ValueError: If the index is not calibrated, or a lookup error.
-        """
-        x = self._index_batch(x)
-        check_length("y", y, len(x), required=True)
-        index = self._index
-        if not index.is_calibrated:
-            raise ValueError(
-                "The index is not calibrated: call model.calibrate(x, y) before "
-                "evaluate_classification()."
-            )
-        self._check_lookup(k)
-        embeddings = self._index_embeddings(x)
-        calibrated = index.get_calibration_metric()
-        results: dict[str, dict[str, Any]] = {}
-        for name, cutpoint in index.cutpoints.items():
-            threshold = float(cutpoint["distance"])
-            metrics = [make_classification_metric(m) for m in extra_metrics]
-            metrics.append(make_classification_metric(copy.copy(calibrated)))
-            values = index.evaluate_classification(
-                embeddings, y, [threshold], metrics=metrics, matcher=matcher, k=k, verbose=0
-            )
-            row: dict[str, Any] = {"name": name, "distance": threshold}
-            row.update({m.name: float(np.asarray(values[m.name])[0]) for m in metrics})
-            results[name] = row
-        if verbose:
-            headers = list(next(iter(results.values())))
-            print(format_table([[r[h] for h in headers] for r in results.values()], headers))
-        return results
