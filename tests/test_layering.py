@@ -36,6 +36,7 @@ RANKS = {
     "utils": 1,
     "visualization": 1,
     "samplers": 1,
+    "optimizers": 1,
     # Distances, layers, stores, evaluators.
     "distances": 2,
     "layers": 2,
