@@ -22,6 +22,10 @@ DEFAULT_CPU_REPLICAS = 2
 # Seconds a task of --strategy multi-worker waits for the cluster's others to start.
 DEFAULT_WORKER_TIMEOUT = 300.0
 ADAM_LEARNING_RATE = 1e-3
+# --optimizer lars: --learning-rate is the rate at a batch of LARS_REFERENCE_BATCH, scaled
+# linearly to --batch-size; SimCLR's LARS rate at 256 (Chen et al., 2020, appendix B.6).
+LARS_LEARNING_RATE = 0.3
+LARS_REFERENCE_BATCH = 256
 # Defaults of each job that depend on the embedded data set (the others apply otherwise).
 DATA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "glyphs": {

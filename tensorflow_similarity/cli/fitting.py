@@ -14,7 +14,10 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
+from tensorflow_similarity.cli.defaults import LARS_REFERENCE_BATCH
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
+from tensorflow_similarity.optimizers import LARS, scaled_learning_rate
+from tensorflow_similarity.schedules import WarmupCosineDecay
 
 
 def parallel_batches(
@@ -111,19 +114,57 @@ def pixel_vectors(images: np.ndarray) -> np.ndarray:
 def make_optimizer(
     name: str, learning_rate: float | keras.optimizers.schedules.LearningRateSchedule
 ) -> keras.optimizers.Optimizer:
-    """The `--optimizer` of a run: SGD (momentum 0.9, weight decay 5e-4) or Adam."""
+    """The `--optimizer` of a run: SGD (momentum 0.9, weight decay 5e-4), Adam or LARS.
+
+    LARS has SimCLR's settings (Chen et al., 2020): momentum 0.9, weight decay
+    1e-6, trust coefficient 0.001, batch norm parameters and biases excluded.
+    """
     if name == "adam":
         return keras.optimizers.Adam(learning_rate)
+    if name == "lars":
+        return LARS(learning_rate, momentum=0.9, weight_decay=1e-6, eta=0.001)
     return keras.optimizers.SGD(learning_rate, momentum=0.9, weight_decay=5e-4)
+
+
+def resolved_learning_rate(args: argparse.Namespace) -> float:
+    """The peak learning rate of a run.
+
+    `--learning-rate` itself, except with `--optimizer lars`, where it is the
+    rate at a batch of `LARS_REFERENCE_BATCH`, scaled linearly to the global
+    `--batch-size` (`optimizers.scaled_learning_rate`).
+    """
+    if args.optimizer == "lars":
+        return scaled_learning_rate(
+            args.learning_rate, args.batch_size, reference_batch_size=LARS_REFERENCE_BATCH
+        )
+    return args.learning_rate
+
+
+def learning_rate_text(args: argparse.Namespace) -> str:
+    """How the set-up line states the optimizer and its resolved learning rate."""
+    text = f"{args.optimizer} at learning rate {resolved_learning_rate(args):g}"
+    if args.optimizer == "lars":
+        text += (
+            f" (--learning-rate {args.learning_rate:g} x batch {args.batch_size} / "
+            f"{LARS_REFERENCE_BATCH})"
+        )
+    return text
 
 
 def scheduled_optimizer(
     args: argparse.Namespace, steps_per_epoch: int
 ) -> keras.optimizers.Optimizer:
-    """The run's `--optimizer` at `--learning-rate`, decayed to 0 (cosine) over all its steps."""
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.learning_rate, decay_steps=max(args.epochs * steps_per_epoch, 1)
-    )
+    """The run's `--optimizer` at its resolved learning rate, decayed to 0 (cosine) over the run.
+
+    LARS first warms up linearly from 0 over the first tenth of the steps, as
+    the large-batch recipe does.
+    """
+    steps = max(args.epochs * steps_per_epoch, 1)
+    peak = resolved_learning_rate(args)
+    if args.optimizer == "lars":
+        schedule = WarmupCosineDecay(peak, total_steps=steps, warmup_steps=steps // 10)
+    else:
+        schedule = keras.optimizers.schedules.CosineDecay(peak, decay_steps=steps)
     return make_optimizer(args.optimizer, schedule)
 
 

@@ -26,6 +26,7 @@ from tensorflow_similarity.cli.defaults import (
     DEFAULT_METRIC_ALGORITHM,
     JOB_DEFAULTS,
     JOB_TITLES,
+    LARS_LEARNING_RATE,
 )
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.metric_options import (
@@ -128,11 +129,14 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
             resolved["classes_per_batch"], resolved["train_classes"]
         )
     if resolved.get("learning_rate") is None:
-        resolved["learning_rate"] = (
-            ADAM_LEARNING_RATE
-            if resolved["optimizer"] == "adam"
-            else SUPERVISED_LEARNING_RATES.get(args.algorithm, DEFAULT_LEARNING_RATE)
-        )
+        if resolved["optimizer"] == "adam":
+            resolved["learning_rate"] = ADAM_LEARNING_RATE
+        elif resolved["optimizer"] == "lars":
+            resolved["learning_rate"] = LARS_LEARNING_RATE
+        else:
+            resolved["learning_rate"] = SUPERVISED_LEARNING_RATES.get(
+                args.algorithm, DEFAULT_LEARNING_RATE
+            )
     # The other job's options stay out of run.json.
     resolved.update({key: None for key in foreign})
     return argparse.Namespace(**resolved)

@@ -25,6 +25,8 @@ from tensorflow_similarity.cli.defaults import (
     DEFAULT_WORKER_TIMEOUT,
     JOB_DEFAULTS,
     JOB_TITLES,
+    LARS_LEARNING_RATE,
+    LARS_REFERENCE_BATCH,
 )
 from tensorflow_similarity.cli.errors import EXIT_USAGE
 from tensorflow_similarity.cli.lookup import add_lookup_command
@@ -37,7 +39,7 @@ from tensorflow_similarity.datasets import EMBEDDED_SOURCES
 from tensorflow_similarity.models.contrastive_model import ALGORITHMS
 
 STRATEGIES = ("mirrored", "multi-worker", "one-device")
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "lars")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,8 +98,9 @@ def _learning_rate_help(jobs: tuple[str, ...]) -> str:
             + " (their losses scale gradients by a large constant)"
         )
     return (
-        f"peak learning rate (cosine decay). Default: {ADAM_LEARNING_RATE} with adam; "
-        f"with sgd {DEFAULT_LEARNING_RATE}{by_loss}"
+        f"peak learning rate (cosine decay); with lars, the rate at a batch of "
+        f"{LARS_REFERENCE_BATCH}. Default: {ADAM_LEARNING_RATE} with adam; "
+        f"{LARS_LEARNING_RATE} with lars; with sgd {DEFAULT_LEARNING_RATE}{by_loss}"
     )
 
 
@@ -225,7 +228,11 @@ def _add_run_arguments(
         choices=OPTIMIZERS,
         default=default(None),
         help="sgd (momentum 0.9, weight decay 5e-4) or adam, with cosine decay of the "
-        "learning rate. Default: " + _data_default_text("optimizer", jobs),
+        "learning rate; or lars (LARS: momentum 0.9, weight decay 1e-6, trust coefficient "
+        "0.001, batch norm parameters and biases excluded), its learning rate "
+        "--learning-rate x batch size / "
+        f"{LARS_REFERENCE_BATCH}, warmed up over the first tenth of the steps, then cosine "
+        "decay. Default: " + _data_default_text("optimizer", jobs),
     )
     command.add_argument(
         "--learning-rate",

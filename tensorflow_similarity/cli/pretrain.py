@@ -31,6 +31,7 @@ from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
     augmented_queries,
     inference_function,
+    learning_rate_text,
     parallel_batches,
     pixel_vectors,
     scheduled_optimizer,
@@ -212,6 +213,7 @@ class PretrainJob(Job):
             f"tfsim: {args.algorithm} with {args.backbone} on {data.source}: "
             f"{len(data.y_train)} train / {len(data.y_test)} test images at {size}x{size}; "
             f"{self.plan.replicas} replicas ({args.strategy}), batch norm {batch_norm}; "
+            f"{learning_rate_text(args)}; "
             f"kNN accuracy before training {before['knn_accuracy_before']:.3f} "
             f"(augmented queries {before['knn_accuracy_augmented_before']:.3f}; "
             f"raw pixels {self.knn_pixels:.3f})"

@@ -34,7 +34,11 @@ from tensorflow_similarity.callbacks import BatchNormStatistics, EpochBackup
 from tensorflow_similarity.cli import cluster, devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
-from tensorflow_similarity.cli.fitting import EvaluationSchedule, fit_epochs
+from tensorflow_similarity.cli.fitting import (
+    EvaluationSchedule,
+    fit_epochs,
+    resolved_learning_rate,
+)
 from tensorflow_similarity.datasets import ImageData
 
 
@@ -216,6 +220,7 @@ def run(
     before = job.figures_before(saved)
     if chief:
         extra = {"data": data_fingerprint} if data_fingerprint is not None else {}
+        extra["resolved_learning_rate"] = resolved_learning_rate(args)
         report.write_run_file(output, args, plan, **extra, **job.run_file_extra())
 
     timer = report.EpochTimer(steps_per_epoch * args.batch_size)
