@@ -74,8 +74,13 @@ def grayscale(images: tf.Tensor) -> tf.Tensor:
     """
     if images.shape[-1] == 1:
         return images
-    luma = tf.reduce_sum(images * tf.constant(_LUMA, images.dtype), axis=-1, keepdims=True)
-    return tf.broadcast_to(luma, tf.shape(images))
+    return tf.broadcast_to(_luma(images), tf.shape(images))
+
+
+def _luma(images: tf.Tensor) -> tf.Tensor:
+    if images.shape[-1] == 1:
+        return images
+    return tf.reduce_sum(images * tf.constant(_LUMA, images.dtype), axis=-1, keepdims=True)
 
 
 def random_resized_crop(
@@ -104,7 +109,7 @@ def random_resized_crop(
         seed: Integer tensor of shape `[2]`.
 
     Returns:
-        A `[batch, size[0], size[1], channels]` float32 tensor.
+        A `[batch, size[0], size[1], channels]` float32 tensor, clipped to `[0, 1]`.
     """
     height, width = images.shape[1], images.shape[2]
     batch = tf.shape(images)[0]
@@ -146,9 +151,11 @@ def random_resized_crop(
     x1 = (left + 0.5 * crop_w / out_w + 0.5) / (width + 1)
     x2 = (left + crop_w - 0.5 * crop_w / out_w + 0.5) / (width + 1)
     boxes = tf.stack([y1, x1, y2, x2], axis=1)
-    return tf.image.crop_and_resize(
+    crops = tf.image.crop_and_resize(
         padded, boxes, tf.range(batch), [out_h, out_w], method="bilinear"
     )
+    # Interpolating as `a + (b - a) * t` can round above the larger of a and b.
+    return tf.clip_by_value(crops, 0.0, 1.0)
 
 
 def random_flip_left_right(images: tf.Tensor, probability: float, seed: tf.Tensor) -> tf.Tensor:
@@ -174,6 +181,23 @@ def _adjust_hue(images: tf.Tensor, delta: tf.Tensor) -> tf.Tensor:
     )
 
 
+def _blend_step(
+    images: tf.Tensor, operation: tf.Tensor, factors: tf.Tensor, active: tf.Tensor
+) -> tf.Tensor:
+    # Brightness, contrast and saturation (operations 0, 1, 2) are all blends
+    # `f * x + (1 - f) * target`, with targets black, the mean luma and the luma
+    # image: one blend serves whichever of them each image draws. An inactive
+    # image gets `f = 1` and target 0, which leaves it unchanged.
+    factor = tf.gather(factors, tf.minimum(operation, 2), batch_dims=1)
+    factor = tf.where(active, factor, 1.0)[:, None, None, None]
+    luma = _luma(images)
+    mean_luma = tf.reduce_mean(luma, axis=[1, 2, 3], keepdims=True)
+    luma_weight = tf.cast(active & (operation == 2), images.dtype)[:, None, None, None]
+    mean_weight = tf.cast(active & (operation == 1), images.dtype)[:, None, None, None]
+    target = luma_weight * luma + mean_weight * mean_luma
+    return tf.clip_by_value(factor * images + (1.0 - factor) * target, 0.0, 1.0)
+
+
 def random_color_jitter(
     images: tf.Tensor,
     brightness: float,
@@ -192,6 +216,13 @@ def random_color_jitter(
     adjustments in its own random order, clipping to `[0, 1]` after each.
     Brightness scales the image; contrast blends it with its mean luma;
     saturation blends it with its luma image; hue rotates the HSV hue.
+
+    The batch goes through one HSV round trip, not one per position: each
+    image's adjustments drawn before its hue shift run first (three blend
+    passes over the batch, a pass leaving unchanged the images with nothing
+    left to do), then every hue shift at once, then the adjustments drawn
+    after it. Each image goes through the same operations as when the four
+    positions run one after another, so the output is the same.
 
     Args:
         images: `[batch, height, width, channels]` float images in `[0, 1]`.
@@ -216,25 +247,25 @@ def random_color_jitter(
     )
     hue_shift = _uniform(_sub_seed(seed, 3), batch, -hue, hue)
     apply = bernoulli_mask(batch, probability, _sub_seed(seed, 4))
+    # order[i, k]: image i's operation at position k (0 brightness, 1 contrast,
+    # 2 saturation, 3 hue).
     order = tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1)
+    hue_position = tf.argmax(tf.cast(order == 3, tf.int32), axis=1, output_type=tf.int32)
+    # The k-th of the three blends of each image, in its order without the hue.
+    blends = [
+        tf.gather(order, k + tf.cast(k >= hue_position, tf.int32), batch_dims=1) for k in range(3)
+    ]
     # Hue cannot change a grey image; skipping it also avoids HSV conversions,
     # which need three channels.
-    with_hue = images.shape[-1] != 1 and hue > 0
-    for position in range(4):
-        operation = order[:, position]
-        # Brightness, contrast and saturation are all blends
-        # `f * x + (1 - f) * target`, with targets black, the mean luma and the
-        # luma image: one blend per position serves whichever of them is drawn.
-        factor = tf.gather(factors, tf.minimum(operation, 2), batch_dims=1)[:, None, None, None]
-        luma = grayscale(images)
-        mean_luma = tf.reduce_mean(luma, axis=[1, 2, 3], keepdims=True)
-        target = _per_image(operation == 1, tf.broadcast_to(mean_luma, tf.shape(images)), luma)
-        target = _per_image(operation == 0, tf.zeros_like(images), target)
-        blended = tf.clip_by_value(factor * images + (1.0 - factor) * target, 0.0, 1.0)
-        result = _per_image(apply & (operation < 3), blended, images)
-        if with_hue:
-            result = _per_image(apply & (operation == 3), _adjust_hue(images, hue_shift), result)
-        images = result
+    if images.shape[-1] == 1 or hue <= 0:
+        for operation in blends:
+            images = _blend_step(images, operation, factors, apply)
+        return images
+    for k, operation in enumerate(blends):
+        images = _blend_step(images, operation, factors, apply & (k < hue_position))
+    images = _per_image(apply, _adjust_hue(images, hue_shift), images)
+    for k, operation in enumerate(blends):
+        images = _blend_step(images, operation, factors, apply & (k >= hue_position))
     return images
 
 
@@ -273,23 +304,6 @@ def blur_kernel_size(length: int, fraction: float = 0.1) -> int:
     return 2 * radius + 1
 
 
-def _blur_axis(images: tf.Tensor, weights: tf.Tensor, axis: int) -> tf.Tensor:
-    radius = (weights.shape[1] - 1) // 2
-    if radius == 0:
-        return images
-    padding = [[0, 0]] * 4
-    padding[axis] = [radius, radius]
-    padded = tf.pad(images, padding, mode="REFLECT")
-    size = [-1, -1, -1, -1]
-    size[axis] = images.shape[axis]
-    total = 0.0
-    for offset in range(2 * radius + 1):
-        begin = [0, 0, 0, 0]
-        begin[axis] = offset
-        total += weights[:, offset, None, None, None] * tf.slice(padded, begin, size)
-    return total
-
-
 def random_gaussian_blur(
     images: tf.Tensor,
     sigma: tuple[float, float],
@@ -302,6 +316,8 @@ def random_gaussian_blur(
     Each selected image draws a standard deviation uniformly from `sigma` (in
     pixels) and is convolved, separably, with the normalised Gaussian kernel
     of that width, using reflect padding (as torchvision's `GaussianBlur`).
+    Blurred images are clipped to `[0, 1]`, which rounding could leave by a
+    few units in the last place.
 
     Args:
         images: `[batch, height, width, channels]` float images with static
@@ -320,13 +336,29 @@ def random_gaussian_blur(
         kernel_size = (blur_kernel_size(height), blur_kernel_size(width))
     batch = tf.shape(images)[0]
     std = _uniform(_sub_seed(seed, 0), batch, sigma[0], sigma[1])
-    blurred = images
+    channels = images.shape[-1]
+    # One depthwise convolution per axis serves the whole batch: the images
+    # become the channels of a single image, each with its own kernel.
+    stacked = tf.transpose(images, [1, 2, 0, 3])
+    stacked = tf.reshape(stacked, [1, height, width, batch * channels])
     for axis, size in ((1, kernel_size[0]), (2, kernel_size[1])):
         radius = (size - 1) // 2
+        if radius == 0:
+            continue
         offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
         weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
         weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
-        blurred = _blur_axis(blurred, weights, axis)
+        # [batch * channels, size]: each image's kernel, once per channel.
+        weights = tf.reshape(tf.repeat(weights, channels, axis=0), [-1, size])
+        kernel_shape = [size, 1, -1, 1] if axis == 1 else [1, size, -1, 1]
+        kernel = tf.reshape(tf.transpose(weights), kernel_shape)
+        padding = [[0, 0]] * 4
+        padding[axis] = [radius, radius]
+        stacked = tf.pad(stacked, padding, mode="REFLECT")
+        stacked = tf.nn.depthwise_conv2d(stacked, kernel, [1, 1, 1, 1], "VALID")
+    blurred = tf.reshape(stacked, [height, width, batch, channels])
+    # Weights summing to one can still round a pixel of 1 above 1.
+    blurred = tf.clip_by_value(tf.transpose(blurred, [2, 0, 1, 3]), 0.0, 1.0)
     apply = bernoulli_mask(batch, probability, _sub_seed(seed, 1))
     return _per_image(apply, blurred, images)
 

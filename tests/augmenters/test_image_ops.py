@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import colorsys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -85,6 +87,23 @@ def test_gaussian_blur_matches_numpy(sigma, size):
     np.testing.assert_allclose(blurred, numpy_blur(images.numpy(), sigma, size), atol=1e-5)
 
 
+def test_blur_output_stays_in_unit_range():
+    # Bright images: weights that sum to one can round a blurred 1 to 1.0000001.
+    images = 1.0 - 0.05 * tf.random.stateless_uniform((256, 24, 24, 3), seed=(8, 9))
+    images = tf.where(images > 0.99, 1.0, images)
+    out = image_ops.random_gaussian_blur(images, (0.1, 2.0), 1.0, SEED, (5, 5))
+    assert float(tf.reduce_min(out)) >= 0.0 and float(tf.reduce_max(out)) <= 1.0
+
+
+def test_blur_accepts_an_unknown_batch_size():
+    blur = tf.function(
+        lambda x: image_ops.random_gaussian_blur(x, (1.0, 1.0), 1.0, SEED, (3, 3)),
+        input_signature=[tf.TensorSpec([None, 6, 5, 3], tf.float32)],
+    )
+    images = tf.random.stateless_uniform((2, 6, 5, 3), seed=(3, 4))
+    np.testing.assert_allclose(blur(images), numpy_blur(images.numpy(), 1.0, 3), atol=1e-5)
+
+
 @pytest.mark.parametrize("length, expected", [(224, 23), (96, 9), (32, 3), (8, 3), (2, 3), (1, 1)])
 def test_blur_kernel_size_is_ten_percent_and_odd(length, expected):
     assert image_ops.blur_kernel_size(length) == expected
@@ -164,3 +183,39 @@ def test_color_jitter_hue_shift_is_a_rotation_of_hsv_hue():
     # One shift per image, within [-0.1, 0.1].
     np.testing.assert_allclose(shift, shift[:, :1, :1] + 0 * shift, atol=1e-3)
     assert np.abs(shift).max() <= 0.1 + 1e-3 and np.abs(shift).max() > 0.09
+
+
+def numpy_color_jitter(image, factors, hue_shift, order):
+    """One image's jitter, one operation after another in its order, in float64."""
+    out = image.astype("float64")
+    for operation in order:
+        luma = out @ np.array([0.299, 0.587, 0.114])
+        if operation == 3:
+            hsv = np.array([colorsys.rgb_to_hsv(*pixel) for pixel in out.reshape(-1, 3)])
+            hsv[:, 0] = (hsv[:, 0] + hue_shift) % 1.0
+            out = np.array([colorsys.hsv_to_rgb(*pixel) for pixel in hsv]).reshape(out.shape)
+        else:
+            target = (0.0, luma.mean(), luma[..., None])[operation]
+            out = factors[operation] * out + (1 - factors[operation]) * target
+        out = np.clip(out, 0.0, 1.0)
+    return out
+
+
+def test_color_jitter_applies_each_images_operations_in_its_own_order():
+    images = tf.random.stateless_uniform((64, 4, 4, 3), seed=(4, 4))
+    out = image_ops.random_color_jitter(images, 0.8, 0.8, 0.8, 0.2, 0.75, SEED).numpy()
+    # The draws, as the function makes them.
+    sub_seed = image_ops._sub_seed
+    factors = np.stack(
+        [image_ops._uniform(sub_seed(SEED, i), 64, 0.2, 1.8).numpy() for i in range(3)],
+        axis=1,
+    )
+    hue_shift = image_ops._uniform(sub_seed(SEED, 3), 64, -0.2, 0.2).numpy()
+    apply = image_ops.bernoulli_mask(64, 0.75, sub_seed(SEED, 4)).numpy()
+    order = np.argsort(image_ops._uniform(sub_seed(SEED, 5), 64, 0.0, 1.0, (4,)).numpy(), axis=1)
+    assert 0 < apply.sum() < 64 and len({tuple(o) for o in order[apply]}) > 10
+    for i in range(64):
+        expected = images.numpy()[i]
+        if apply[i]:
+            expected = numpy_color_jitter(expected, factors[i], hue_shift[i], order[i])
+        np.testing.assert_allclose(out[i], expected, atol=1e-5, err_msg=f"image {i}")

@@ -60,6 +60,15 @@ def test_output_shape_dtype_and_range(shape, image_size, expected):
         assert 0.0 <= float(tf.reduce_min(view)) and float(tf.reduce_max(view)) <= 1.0
 
 
+@pytest.mark.parametrize("jitter_prob", [0.0, 0.8])
+def test_views_with_blur_stay_in_unit_range(jitter_prob):
+    # Bright images, many at exactly 1: where rounding could leave the range.
+    x = tf.minimum(1.0, 1.02 - 0.1 * images(batch=128, size=24))
+    augmenter = ViewAugmenter(16, jitter_prob=jitter_prob, blur_prob=1.0, seed=0)
+    for view in augmenter(x):
+        assert 0.0 <= float(tf.reduce_min(view)) and float(tf.reduce_max(view)) <= 1.0
+
+
 def test_uint8_images_are_rescaled():
     x = images(size=8)
     augmenter = ViewAugmenter(seed=0)
