@@ -28,9 +28,14 @@ from tensorflow_similarity.indexer._checks import (
     check_search,
 )
 from tensorflow_similarity.indexer._evaluation import (
+    calibrate_on_matrices,
     check_retrieval_metrics,
     cutpoints_table,
+    evaluate_retrieval_on_matrices,
+    evaluates_on_matrices,
     match_at_cutpoints,
+    neighbour_matrices,
+    rounded_distances,
 )
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
@@ -40,8 +45,6 @@ from tensorflow_similarity.stores import MemoryStore, Store
 from tensorflow_similarity.types import (
     CalibrationResults,
     Lookup,
-    unpack_lookup_distances,
-    unpack_lookup_labels,
 )
 
 SEARCHES = SEARCH_NAMES
@@ -253,7 +256,9 @@ class Indexer:
             fewer. The missing ones (faiss' id -1) are left out, not padded;
             the evaluation and matching verbs pad them back as
             `unpack_lookup_labels` does (label `MISSING_LABEL`, distance
-            `inf`), which counts as a miss and has no vote.
+            `inf`), which counts as a miss and has no vote. Each distinct
+            neighbour is read from the store once, so the `Lookup`s of one
+            neighbour share its `embedding` array and `data`.
 
         Raises:
             ValueError: If the index is empty, `k` is below 1 or the
@@ -264,26 +269,57 @@ class Indexer:
         embeddings = self._embeddings(predictions)
         idxs, distances = self._search(embeddings, k)
         start = time.perf_counter()
+        positions, nn_embeddings, labels, data = self._neighbour_records(idxs)
+        # faiss' -1: a neighbour the approximate search did not find.
+        found = idxs >= 0
+        found_distances = distances[found].tolist()
+        positions = positions.tolist()
         lookups = []
-        for row_idxs, row_distances in zip(idxs, distances, strict=True):
-            # faiss' -1: a neighbour the approximate search did not find.
-            found = row_idxs >= 0
-            row_idxs, row_distances = row_idxs[found], row_distances[found]
-            nn_embeddings, labels, data = self.kv_store.batch_get([int(i) for i in row_idxs])
+        offset = 0
+        for count in found.sum(axis=1).tolist():
             lookups.append(
                 [
                     Lookup(
                         rank=rank + 1,
-                        distance=float(row_distances[rank]),
-                        label=as_label(labels[rank]),
-                        embedding=nn_embeddings[rank],
-                        data=data[rank],
+                        distance=found_distances[offset + rank],
+                        label=labels[position],
+                        embedding=nn_embeddings[position],
+                        data=data[position],
                     )
-                    for rank in range(len(row_idxs))
+                    for rank, position in enumerate(positions[offset : offset + count])
                 ]
             )
+            offset += count
         self._record_timing(self._last_search_time + time.perf_counter() - start, len(lookups))
         return lookups
+
+    def _neighbour_records(
+        self, idxs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[int | None], list[Any]]:
+        """The records of the found neighbours (`idxs >= 0`), each distinct one read once.
+
+        Returns:
+            For each found id in row-major order its position in the
+            records, then the records' embeddings, labels and data.
+        """
+        ids, positions = np.unique(idxs[idxs >= 0], return_inverse=True)
+        nn_embeddings, labels, data = self.kv_store.batch_get(ids.tolist())
+        return positions.reshape(-1), nn_embeddings, [as_label(label) for label in labels], data
+
+    def _neighbour_matrices(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The `[n, K]` neighbour labels and float64 distances `batch_lookup`'s `Lookup`s hold.
+
+        `unpack_lookup_labels` of `batch_lookup`, and its distances before
+        `unpack_lookup_distances` rounds them and makes them float32 (see
+        `rounded_distances`), with the same lookup statistics, without a
+        `Lookup` per neighbour.
+        """
+        idxs, distances = self._search(embeddings, k)
+        start = time.perf_counter()
+        positions, _, labels, _ = self._neighbour_records(idxs)
+        lookup_labels, lookup_distances = neighbour_matrices(idxs, distances, labels, positions)
+        self._record_timing(self._last_search_time + time.perf_counter() - start, len(idxs))
+        return lookup_labels, lookup_distances
 
     def _search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         size = self.size()
@@ -347,6 +383,11 @@ class Indexer:
         k = max(metric.k for metric in metrics)
         # One neighbour more, as 0.17: a metric that drops the closest lookup still has k.
         k = min(k + 1, max(self.size(), k))
+        if evaluates_on_matrices(self.evaluator, "evaluate_retrieval"):
+            lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
+            return evaluate_retrieval_on_matrices(
+                target_labels, lookup_labels, lookup_distances, metrics
+            )
         lookups = self.batch_lookup(embeddings, k=k, verbose=0)
         return self.evaluator.evaluate_retrieval(
             target_labels=target_labels, lookups=lookups, retrieval_metrics=metrics
@@ -387,11 +428,11 @@ class Indexer:
         matcher = make_classification_matcher(matcher)
         embeddings = self._embeddings(predictions)
         query_labels = check_labels(target_labels, len(embeddings), "target_labels")
-        lookups = self.batch_lookup(embeddings, k=k, verbose=0)
+        lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
         return self.evaluator.evaluate_classification(
             query_labels=query_labels,
-            lookup_labels=unpack_lookup_labels(lookups),
-            lookup_distances=unpack_lookup_distances(lookups),
+            lookup_labels=lookup_labels,
+            lookup_distances=rounded_distances(lookup_distances),
             distance_thresholds=np.asarray(distance_thresholds, dtype=np.float32).reshape(-1),
             metrics=metric_objects,
             matcher=matcher,
@@ -440,17 +481,31 @@ class Indexer:
         rounding = check_int("rounding", rounding, minimum=0, owner="Indexer.calibrate")
         embeddings = self._embeddings(predictions)
         check_labels(target_labels, len(embeddings), "target_labels")
-        lookups = self.batch_lookup(embeddings, k=k, verbose=0)
-        results = self.evaluator.calibrate(
-            target_labels=target_labels,
-            lookups=lookups,
-            thresholds_targets=dict(thresholds_targets),
-            calibration_metric=calibration_metric,
-            matcher=matcher,
-            extra_metrics=extra,
-            metric_rounding=rounding,
-            verbose=verbose,
-        )
+        if evaluates_on_matrices(self.evaluator, "calibrate"):
+            lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
+            results = calibrate_on_matrices(
+                self.evaluator,
+                target_labels,
+                lookup_labels,
+                lookup_distances,
+                thresholds_targets=dict(thresholds_targets),
+                calibration_metric=calibration_metric,
+                matcher=matcher,
+                extra_metrics=extra,
+                metric_rounding=rounding,
+                verbose=verbose,
+            )
+        else:
+            results = self.evaluator.calibrate(
+                target_labels=target_labels,
+                lookups=self.batch_lookup(embeddings, k=k, verbose=0),
+                thresholds_targets=dict(thresholds_targets),
+                calibration_metric=calibration_metric,
+                matcher=matcher,
+                extra_metrics=extra,
+                metric_rounding=rounding,
+                verbose=verbose,
+            )
         if verbose:
             print(cutpoints_table(results))
         self.is_calibrated = True
@@ -496,10 +551,9 @@ class Indexer:
             )
         matcher = make_classification_matcher(matcher)
         no_match_label = check_int("no_match_label", no_match_label, owner="Indexer.match")
-        lookups = self.batch_lookup(self._embeddings(predictions), k=k, verbose=0)
+        lookup_labels, lookup_distances = self._neighbour_matrices(self._embeddings(predictions), k)
         labels, distances = matcher.derive_match(
-            lookup_labels=unpack_lookup_labels(lookups),
-            lookup_distances=unpack_lookup_distances(lookups),
+            lookup_labels=lookup_labels, lookup_distances=rounded_distances(lookup_distances)
         )
         return match_at_cutpoints(labels, distances, self.cutpoints, no_match_label)
 
