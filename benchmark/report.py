@@ -99,6 +99,7 @@ SCRIPT_SECTIONS = {
         "benchmark.replica_rows",
         "Global-batch losses: one replica's rows against the number of replicas",
     ),
+    "views.json": ("benchmark.views", "Two-view augmenters: images per second"),
 }
 
 

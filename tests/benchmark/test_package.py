@@ -22,6 +22,7 @@ ENTRY_POINTS = (
     "benchmark.self_supervised.small_batch",
     "benchmark.sync_bn",
     "benchmark.sync_bn.worker",
+    "benchmark.views",
 )
 
 
