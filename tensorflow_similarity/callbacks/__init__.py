@@ -15,6 +15,7 @@ from tensorflow_similarity.callbacks.batch_norm_statistics import BatchNormStati
 from tensorflow_similarity.callbacks.epoch_backup import EpochBackup
 from tensorflow_similarity.callbacks.eval_callback import EvalCallback
 from tensorflow_similarity.callbacks.knn_accuracy import KNNAccuracy, knn_accuracy
+from tensorflow_similarity.callbacks.linear_probe import OnlineLinearProbe
 from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite, TrainingDiverged
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "EpochBackup",
     "EvalCallback",
     "KNNAccuracy",
+    "OnlineLinearProbe",
     "StopOnNonFinite",
     "TrainingDiverged",
     "knn_accuracy",
