@@ -91,6 +91,7 @@ SCRIPT_SECTIONS = {
     ),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
+    "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),
     "metric_losses.json": (
         "benchmark.metric.losses",
         "Metric losses: global vs per-replica mining",

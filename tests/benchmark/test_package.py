@@ -13,6 +13,7 @@ ENTRY_POINTS = (
     "benchmark.architectures",
     "benchmark.determinism",
     "benchmark.index",
+    "benchmark.index_evaluation",
     "benchmark.replica_rows",
     "benchmark.glyphs.runs",
     "benchmark.glyphs.ssl_length",
