@@ -184,30 +184,82 @@ class MemoryEvaluator(Evaluator):
         query_labels = _labels(target_labels, len(lookups))
         lookup_labels = unpack_lookup_labels(lookups)
         distances = unpack_lookup_distances(lookups, rounding=distance_rounding)
-        thresholds = np.unique(distances[np.isfinite(distances)])
-        metrics = [*extra_metrics, calibration_metric]
-        results = self.evaluate_classification(
+        return calibration_from_matrices(
+            self,
             query_labels,
             lookup_labels,
             distances,
-            thresholds,
-            metrics,
+            thresholds_targets,
+            calibration_metric,
             matcher,
+            extra_metrics,
             distance_rounding=distance_rounding,
+            metric_rounding=metric_rounding,
             verbose=verbose,
         )
-        for metric in metrics:
-            results[metric.name] = np.round(results[metric.name], metric_rounding)
-        values = results[calibration_metric.name]
-        best = _best(values, calibration_metric)
-        cutpoints = {"optimal": _cutpoint("optimal", results, best, calibration_metric.name)}
-        for name, target in thresholds_targets.items():
-            reached = np.flatnonzero(values >= target)
-            if reached.size:
-                index = reached[0] if calibration_metric.increasing else reached[-1]
-                cutpoints[name] = _cutpoint(name, results, int(index), calibration_metric.name)
-        results["value"] = values
-        return CalibrationResults(cutpoints=cutpoints, thresholds=results)
+
+
+def calibration_from_matrices(
+    evaluator: Any,
+    query_labels: np.ndarray,
+    lookup_labels: np.ndarray,
+    distances: np.ndarray,
+    thresholds_targets: Mapping[str, float],
+    calibration_metric: ClassificationMetric,
+    matcher: str | ClassificationMatch,
+    extra_metrics: Sequence[ClassificationMetric] = (),
+    *,
+    distance_rounding: int = 8,
+    metric_rounding: int = 6,
+    verbose: int = 1,
+) -> CalibrationResults:
+    """The calibration of `MemoryEvaluator.calibrate`, on neighbour matrices.
+
+    Evaluates every distinct finite distance as a threshold with
+    `evaluator.evaluate_classification`, rounds the metrics, and picks the
+    optimal cutpoint (the largest distance with the best value) and, for each
+    target, the first threshold reaching it.
+
+    Args:
+        evaluator: The evaluator whose `evaluate_classification` is used.
+        query_labels: `[n]` int64 labels of the queries.
+        lookup_labels: `[n, K]` labels of their neighbours by rank.
+        distances: `[n, K]` neighbour distances, already rounded.
+        thresholds_targets: Cutpoint name to the calibration metric's target.
+        calibration_metric: The metric calibrated.
+        matcher: How `K` neighbours make one match.
+        extra_metrics: Other metrics reported at each threshold.
+        distance_rounding: Decimals the distances were rounded to.
+        metric_rounding: Decimals the metric values are rounded to.
+        verbose: Passed to `evaluate_classification`.
+
+    Returns:
+        `CalibrationResults`; `thresholds["value"]` is the calibration metric.
+    """
+    thresholds = np.unique(distances[np.isfinite(distances)])
+    metrics = [*extra_metrics, calibration_metric]
+    results = evaluator.evaluate_classification(
+        query_labels,
+        lookup_labels,
+        distances,
+        thresholds,
+        metrics,
+        matcher,
+        distance_rounding=distance_rounding,
+        verbose=verbose,
+    )
+    for metric in metrics:
+        results[metric.name] = np.round(results[metric.name], metric_rounding)
+    values = results[calibration_metric.name]
+    best = _best(values, calibration_metric)
+    cutpoints = {"optimal": _cutpoint("optimal", results, best, calibration_metric.name)}
+    for name, target in thresholds_targets.items():
+        reached = np.flatnonzero(values >= target)
+        if reached.size:
+            index = reached[0] if calibration_metric.increasing else reached[-1]
+            cutpoints[name] = _cutpoint(name, results, int(index), calibration_metric.name)
+    results["value"] = values
+    return CalibrationResults(cutpoints=cutpoints, thresholds=results)
 
 
 def _labels(target_labels: Sequence[int], num_queries: int) -> np.ndarray:

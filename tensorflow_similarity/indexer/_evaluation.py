@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorflow_similarity.classification_metrics import ClassificationMetric
 from tensorflow_similarity.evaluators import Evaluator, MemoryEvaluator
-from tensorflow_similarity.evaluators.memory_evaluator import _best, _cutpoint
+from tensorflow_similarity.evaluators.memory_evaluator import calibration_from_matrices
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
@@ -217,27 +217,16 @@ def calibrate_on_matrices(
         raise ValueError("calibrate needs lookups of at least one query; none were given.")
     query_labels = np.asarray(target_labels).reshape(-1).astype(np.int64)
     distances = rounded_distances(lookup_distances, DISTANCE_ROUNDING)
-    thresholds = np.unique(distances[np.isfinite(distances)])
-    metrics = [*extra_metrics, calibration_metric]
-    results = evaluator.evaluate_classification(
+    return calibration_from_matrices(
+        evaluator,
         query_labels,
         lookup_labels,
         distances,
-        thresholds,
-        metrics,
+        thresholds_targets,
+        calibration_metric,
         matcher,
+        extra_metrics,
         distance_rounding=DISTANCE_ROUNDING,
+        metric_rounding=metric_rounding,
         verbose=verbose,
     )
-    for metric in metrics:
-        results[metric.name] = np.round(results[metric.name], metric_rounding)
-    values = results[calibration_metric.name]
-    best = _best(values, calibration_metric)
-    cutpoints = {"optimal": _cutpoint("optimal", results, best, calibration_metric.name)}
-    for name, target in thresholds_targets.items():
-        reached = np.flatnonzero(values >= target)
-        if reached.size:
-            index = reached[0] if calibration_metric.increasing else reached[-1]
-            cutpoints[name] = _cutpoint(name, results, int(index), calibration_metric.name)
-    results["value"] = values
-    return CalibrationResults(cutpoints=cutpoints, thresholds=results)
