@@ -73,9 +73,9 @@ class MetricLoss(GlobalBatchLoss):
     `MetricLoss(fn, reduction, name, **kwargs)` calls
     `fn(query_labels, query_embeddings, key_labels, key_embeddings, **kwargs)`
     (with `distance=` among the keyword arguments when one is given, as a
-    `Distance`) on the global batch as both queries and keys, the first rows
-    of the keys being the queries, as 0.17's functional losses
-    (`triplet_loss`, `pn_loss`, ...) take them. It must return one term per
+    `Distance`) with this replica's samples as queries and the global batch
+    as keys, the first rows of the keys being the queries, as 0.17's
+    functional losses (`triplet_loss`, `pn_loss`, ...) take them. It must return one term per
     query, `[n]` or `[n, 1]`; the labels reach it as `[n]` int64, the
     embeddings in the computation dtype.
 
