@@ -38,7 +38,7 @@ class BatchNormStatistics(keras.callbacks.Callback):
             epochs=30,
             callbacks=[
                 BatchNormStatistics(model.backbone, x_train),  # first: KNNAccuracy sees it
-                KNNAccuracy(model.backbone, x_train, y_train, x_test, y_test),
+                KNNAccuracy((x_train, y_train), (x_test, y_test), embedding_fn=model.backbone),
             ],
         )
         ```
