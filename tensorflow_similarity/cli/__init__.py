@@ -19,7 +19,11 @@ for every option.
   augmented test images (`knn_accuracy_augmented`, each the first view the
   run's own augmenter draws with `step=-1`, which no training batch uses).
   The second measures invariance to the run's augmentations; random ResNet
-  features already score high on clean digits.
+  features already score high on clean digits. Beside them, before and
+  after training, the top-1 accuracy of a linear probe on the same features
+  and splits (`linear_accuracy_before`/`_after`,
+  `evaluators.linear_probe_on_features` at its defaults), and both figures
+  of the raw pixels.
 * `train-metric` (`--algorithm multisimilarity`, the default, `triplet`,
   `circle`, `pn`, `softnn`, `supcon`, `arcface`): trains a `SimilarityModel`
   with that metric loss on the first `--train-classes` classes (glyphs' 62
@@ -39,7 +43,7 @@ What a training command writes to `--output` (default `tfsim-output`):
   (`model.load_index("model.keras")`).
 * `history.json`: per-epoch loss, the job's figures (collapse monitors and
   both kNN accuracies, or retrieval figures), seconds and images per second, and the
-  figures before training.
+  figures before training (the linear probe's among them).
 * `run.json`: the options of the run (what `--resume` continues); once it
   finished, the SHA-256 of its model.keras and index, which `lookup` checks.
 * `summary.json`: the table printed at the end.

@@ -319,7 +319,8 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "Pretrain an embedding model without labels, with synchronised batch norm under "
         "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor of "
         "its algorithm's paper, and the kNN accuracy of held-out images (clean and augmented) "
-        "before training and after each epoch. With no options: SimCLR with Adam, a "
+        "before training and after each epoch, with a linear probe's accuracy before and after "
+        "training. With no options: SimCLR with Adam, a "
         "quarter-width ResNet-18, sync batch norm over 2 replicas, glyphs at 16x16, 30 epochs. "
         + SSL_LENGTH_NOTE,
     ),

@@ -1,4 +1,4 @@
-"""The self-supervised job (`tfsim pretrain`): a `ContrastiveModel`, its views, kNN accuracy.
+"""The self-supervised job (`tfsim pretrain`): a `ContrastiveModel`, its views, its accuracies.
 
 Reproducibility: batch `n` of a run (epoch `n // steps`, step `n % steps`)
 is a pure function of `(seed, n)`: its images are a slice of a stateless
@@ -39,6 +39,7 @@ from tensorflow_similarity.cli.fitting import (
 )
 from tensorflow_similarity.cli.run import Job
 from tensorflow_similarity.datasets import ImageData
+from tensorflow_similarity.evaluators import linear_probe_on_features
 from tensorflow_similarity.models import create_contrastive_model
 
 AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {
@@ -109,12 +110,16 @@ class PretrainJob(Job):
 
     Figures: the kNN accuracy (k=20, against the clean training images) of
     the clean test images and of augmented ones (`fitting.augmented_queries`),
-    before training and after each epoch, beside the raw pixels'.
+    before training and after each epoch, beside the raw pixels'; and the
+    linear-probe top-1 accuracy (`linear_probe_accuracy`) of the same
+    features on the same splits, before and after training, beside the raw
+    pixels'.
     """
 
     def __init__(self, args: argparse.Namespace, plan: DevicePlan, data: ImageData) -> None:
         super().__init__(args, plan, data)
         self.knn_pixels = float("nan")
+        self.linear_pixels: float | None = None
 
     @staticmethod
     def check_data(args: argparse.Namespace, data: ImageData) -> None:
@@ -202,9 +207,16 @@ class PretrainJob(Job):
         ).evaluate()
         if knn_augmented_before is None:
             knn_augmented_before = self.knn_augmented.evaluate()
+        # A resumed run's backbone is already trained: its figure before is the saved one.
+        if "linear_accuracy_before" in saved:
+            linear_before = saved["linear_accuracy_before"]
+        else:
+            linear_before = linear_probe_accuracy(self.embed, data)
+        self.linear_pixels = linear_probe_accuracy(pixel_vectors, data)
         return {
             "knn_accuracy_before": knn_before,
             "knn_accuracy_augmented_before": knn_augmented_before,
+            "linear_accuracy_before": linear_before,
         }
 
     def first_line(self, before: dict[str, Any], batch_norm: str) -> str:
@@ -216,7 +228,10 @@ class PretrainJob(Job):
             f"{learning_rate_text(args)}; "
             f"kNN accuracy before training {before['knn_accuracy_before']:.3f} "
             f"(augmented queries {before['knn_accuracy_augmented_before']:.3f}; "
-            f"raw pixels {self.knn_pixels:.3f})"
+            f"raw pixels {self.knn_pixels:.3f}); "
+            f"linear-probe accuracy before training "
+            f"{pretrain_report.accuracy_text(before.get('linear_accuracy_before'))} "
+            f"(raw pixels {pretrain_report.accuracy_text(self.linear_pixels)})"
         )
 
     def save(self, output: Path) -> None:
@@ -224,7 +239,13 @@ class PretrainJob(Job):
             self.model.save(output / "model.keras")
 
     def summary(self, records: list[dict[str, Any]], before: dict[str, Any]) -> dict[str, Any]:
-        return pretrain_report.summary(records, before, self.knn_pixels)
+        return pretrain_report.summary(
+            records,
+            before,
+            self.knn_pixels,
+            linear_after=linear_probe_accuracy(self.embed, self.data),
+            linear_pixels=self.linear_pixels,
+        )
 
     def plot(self, output: Path, records: list[dict[str, Any]], before: dict[str, Any]) -> None:
         pretrain_report.plot(
@@ -242,6 +263,38 @@ class PretrainJob(Job):
 
     def last_line(self, output: Path) -> str:
         return f"tfsim: wrote model.keras, history.json, logs/ and plots to {output}"
+
+
+def linear_probe_accuracy(
+    embed: Callable[[np.ndarray], np.ndarray], data: ImageData
+) -> float | None:
+    """The linear-probe top-1 accuracy of `embed`'s features, or `None` where none can be fitted.
+
+    The splits of the kNN accuracy: a linear classifier is fitted on the
+    clean training images' features and scored on the clean test images',
+    with `evaluators.linear_probe_on_features`' protocol
+    (`pretrain_report.LINEAR_PROBE_PROTOCOL`: its defaults). The probe holds out a fifth of
+    each class to choose its learning rate, so it needs two classes and one
+    class of at least five training images; without them (a folder of one
+    class, a handful of images) there is no figure.
+
+    Args:
+        embed: Maps `[n, height, width, channels]` images to `[n, ...]`
+            features (`fitting.inference_function`, or `pixel_vectors`).
+        data: The run's images.
+    """
+    _, counts = np.unique(data.y_train, return_counts=True)
+    if len(counts) < 2 or counts.max() < 5:
+        return None
+    result = linear_probe_on_features(
+        embed(data.x_train),
+        data.y_train,
+        embed(data.x_test),
+        data.y_test,
+        top_k=1,
+        **pretrain_report.LINEAR_PROBE_PROTOCOL,
+    )
+    return result.top1_accuracy
 
 
 def _warn_single_class(data: ImageData) -> None:

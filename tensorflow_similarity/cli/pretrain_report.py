@@ -12,22 +12,44 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tensorflow_similarity.cli import report
+from tensorflow_similarity.evaluators.linear_probe import DEFAULT_LEARNING_RATES
+
+# The linear probe's protocol in a run: `linear_probe_on_features`' defaults, top-1 only, so
+# that a run's figures compare with `evaluators.linear_probe`'s. Its three probes cost seconds
+# beside a run's minutes of training, most of it the raw pixels' (the widest features).
+LINEAR_PROBE_PROTOCOL = {
+    "epochs": 100,
+    "learning_rates": list(DEFAULT_LEARNING_RATES),
+    "validation_fraction": 0.2,
+}
 
 
 def summary(
-    records: list[dict[str, Any]], before: dict[str, float], knn_pixels: float
+    records: list[dict[str, Any]],
+    before: dict[str, float],
+    knn_pixels: float,
+    linear_after: float | None = None,
+    linear_pixels: float | None = None,
 ) -> dict[str, Any]:
     """Returns the job's part of the run's summary (summary.json, and the rows of `table`).
 
     `knn_accuracy_augmented_before`/`_after` are the kNN accuracies of the
     augmented test queries (`fitting.augmented_queries`) against the clean
-    training images; `knn_accuracy_pixels` that of the raw pixels. `run.run`
-    adds `report.run_figures`.
+    training images; `knn_accuracy_pixels` that of the raw pixels.
+    `linear_accuracy_before`/`_after`/`_pixels` are the linear-probe top-1
+    accuracies of the same features on the same splits (`None` where the
+    data cannot hold a probe, see `pretrain.linear_probe_accuracy`), and
+    `linear_probe` the protocol they were measured with. `run.run` adds
+    `report.run_figures`.
 
     Args:
         records: The epochs' records.
         before: The figures before training, as history.json holds them.
         knn_pixels: The raw pixels' kNN accuracy.
+        linear_after: The trained backbone's linear-probe accuracy. Defaults
+            to `None`.
+        linear_pixels: The raw pixels' linear-probe accuracy. Defaults to
+            `None`.
     """
     return {
         "knn_accuracy_before": before["knn_accuracy_before"],
@@ -35,7 +57,16 @@ def summary(
         "knn_accuracy_pixels": knn_pixels,
         "knn_accuracy_augmented_before": before["knn_accuracy_augmented_before"],
         "knn_accuracy_augmented_after": records[-1].get("knn_accuracy_augmented"),
+        "linear_accuracy_before": before.get("linear_accuracy_before"),
+        "linear_accuracy_after": linear_after,
+        "linear_accuracy_pixels": linear_pixels,
+        "linear_probe": LINEAR_PROBE_PROTOCOL,
     }
+
+
+def accuracy_text(value: float | None) -> str:
+    """An accuracy as the lines and the table print it: three decimals, or `n/a` for `None`."""
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -46,6 +77,21 @@ def table(summary: dict[str, Any]) -> str:
     ]
     if summary.get("knn_accuracy_pixels") is not None:
         rows.append(("kNN accuracy of the raw pixels", f"{summary['knn_accuracy_pixels']:.3f}"))
+    if "linear_accuracy_after" in summary:
+        rows += [
+            (
+                "linear-probe accuracy before training",
+                accuracy_text(summary["linear_accuracy_before"]),
+            ),
+            (
+                "linear-probe accuracy after training",
+                accuracy_text(summary["linear_accuracy_after"]),
+            ),
+            (
+                "linear-probe accuracy of the raw pixels",
+                accuracy_text(summary["linear_accuracy_pixels"]),
+            ),
+        ]
     if summary.get("knn_accuracy_augmented_after") is not None:
         rows += [
             (
