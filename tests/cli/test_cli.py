@@ -25,8 +25,9 @@ import tensorflow as tf
 
 import tfsim as tfsim_launcher
 from tensorflow_similarity.augmenters import simsiam_augmenter
-from tensorflow_similarity.cli import run_folder
+from tensorflow_similarity.cli import pretrain_report, run_folder
 from tensorflow_similarity.datasets import load_data
+from tensorflow_similarity.evaluators import linear_probe_on_features
 
 # Tiny but complete runs: the real digits, 240 of them, 8x8, 2 replicas, sync BN, a
 # quarter-width ResNet-18.
@@ -402,6 +403,52 @@ def test_augmented_query_accuracy_is_recomputed_from_the_saved_model(uninterrupt
 
 
 @pytest.mark.slow
+def test_linear_probe_figures_are_printed_and_summarised_beside_the_knn_ones(uninterrupted_run):
+    output, result = uninterrupted_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((output / "summary.json").read_text())
+    recorded = history(output)
+    first_line = next(line for line in result.stdout.splitlines() if line.startswith("tfsim: "))
+    before = summary["linear_accuracy_before"]
+    assert before == recorded["linear_accuracy_before"]
+    assert f"linear-probe accuracy before training {before:.3f}" in first_line
+    assert f"(raw pixels {summary['linear_accuracy_pixels']:.3f})" in first_line
+    for key in ["before", "after", "pixels"]:
+        value = summary[f"linear_accuracy_{key}"]
+        assert 0.0 <= value <= 1.0
+        assert re.search(
+            rf"\| linear-probe accuracy {'of the raw' if key == 'pixels' else key}.*"
+            rf"\| {value:.3f} +\|",
+            result.stdout,
+        ), key
+    assert summary["linear_probe"] == pretrain_report.LINEAR_PROBE_PROTOCOL
+
+    # The kNN accuracy's splits and features: the raw pixels, and the saved backbone's.
+    data = load_data("digits", image_size=8, seed=0, limit=240)
+    protocol = {**pretrain_report.LINEAR_PROBE_PROTOCOL, "top_k": 1}
+    pixels = linear_probe_on_features(
+        data.x_train.reshape(len(data.x_train), -1),
+        data.y_train,
+        data.x_test.reshape(len(data.x_test), -1),
+        data.y_test,
+        **protocol,
+    )
+    assert summary["linear_accuracy_pixels"] == pixels.top1_accuracy
+    backbone = keras.saving.load_model(output / "model.keras").backbone
+    after = linear_probe_on_features(
+        backbone.predict(data.x_train, verbose=0),
+        data.y_train,
+        backbone.predict(data.x_test, verbose=0),
+        data.y_test,
+        **protocol,
+    )
+    # predict and the run's traced call may differ in the last bits: one test image at most.
+    assert summary["linear_accuracy_after"] == pytest.approx(
+        after.top1_accuracy, abs=1.01 / len(data.y_test)
+    )
+
+
+@pytest.mark.slow
 def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
     tmp_path, uninterrupted_run
 ):
@@ -476,6 +523,7 @@ def test_interrupt_then_resume_continues_with_weights_and_moving_statistics(
         resumed["knn_accuracy_augmented_before"]
         == history(reference)["knn_accuracy_augmented_before"]
     )
+    assert resumed["linear_accuracy_before"] == history(reference)["linear_accuracy_before"]
     assert not (output / "backup").exists()
 
     model = keras.saving.load_model(output / "model.keras")
