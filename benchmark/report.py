@@ -101,6 +101,7 @@ SCRIPT_SECTIONS = {
         "Global-batch losses: one replica's rows against the number of replicas",
     ),
     "views.json": ("benchmark.views", "Two-view augmenters: images per second"),
+    "views_peer.json": ("benchmark.views_peer", "SimCLR two views: ours against lightly"),
 }
 
 

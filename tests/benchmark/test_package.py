@@ -24,6 +24,7 @@ ENTRY_POINTS = (
     "benchmark.sync_bn",
     "benchmark.sync_bn.worker",
     "benchmark.views",
+    "benchmark.views_peer",
 )
 
 
