@@ -10,7 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int, check_number
-from tensorflow_similarity.evaluators.linear_probe import (
+from tensorflow_similarity.evaluators.linear_classifier import (
+    class_indices,
     fit_linear_classifier,
     top_k_accuracy,
 )
@@ -180,7 +181,7 @@ class OnlineLinearProbe(keras.callbacks.Callback):
         mean = train_x.mean(axis=0)
         std = train_x.std(axis=0)
         std = np.where(std > 0, std, 1.0)
-        train_classes = _class_indices(self.classes, train_y)
+        train_classes = class_indices(self.classes, train_y)
         known = train_classes >= 0
         self.kernel, self.bias = fit_linear_classifier(
             ((train_x[known] - mean) / std).astype(np.float32),
@@ -197,7 +198,7 @@ class OnlineLinearProbe(keras.callbacks.Callback):
         self.evaluations += 1
         return top_k_accuracy(
             ((val_x - mean) / std).astype(np.float32),
-            _class_indices(self.classes, val_y),
+            class_indices(self.classes, val_y),
             self.kernel,
             self.bias,
             k=1,
@@ -257,11 +258,6 @@ def _flat(outputs: Any) -> np.ndarray:
         )
     array = np.asarray(keras.ops.convert_to_numpy(outputs), np.float64)
     return array.reshape(len(array), -1)
-
-
-def _class_indices(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    position = np.clip(np.searchsorted(classes, labels), 0, len(classes) - 1)
-    return np.where(classes[position] == labels, position, -1)
 
 
 def _check_classes(labels: np.ndarray) -> np.ndarray:
