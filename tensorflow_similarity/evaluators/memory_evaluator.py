@@ -75,25 +75,7 @@ class MemoryEvaluator(Evaluator):
         query_labels = _labels(target_labels, len(lookups))
         lookup_labels = unpack_lookup_labels(lookups)
         distances = unpack_lookup_distances(lookups, rounding=distance_rounding)
-        for metric in retrieval_metrics:
-            if lookup_labels.shape[1] < metric.k:
-                raise ValueError(
-                    f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
-                    f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
-                    "neighbours (and index at least that many examples)."
-                )
-        match_mask = lookup_labels == query_labels[:, None]
-        results: dict[str, Any] = {}
-        for metric in retrieval_metrics:
-            value = metric.compute(
-                query_labels=query_labels,
-                lookup_labels=lookup_labels,
-                lookup_distances=distances,
-                match_mask=match_mask,
-            )
-            value = np.asarray(value)
-            results[metric.name] = float(value) if value.size == 1 else value
-        return results
+        return retrieval_from_matrices(query_labels, lookup_labels, distances, retrieval_metrics)
 
     def evaluate_classification(
         self,
@@ -197,6 +179,47 @@ class MemoryEvaluator(Evaluator):
             metric_rounding=metric_rounding,
             verbose=verbose,
         )
+
+
+def retrieval_from_matrices(
+    query_labels: np.ndarray,
+    lookup_labels: np.ndarray,
+    distances: np.ndarray,
+    retrieval_metrics: Sequence[RetrievalMetric],
+) -> dict[str, Any]:
+    """The metrics of `MemoryEvaluator.evaluate_retrieval`, on neighbour matrices.
+
+    Args:
+        query_labels: `[n]` int64 labels of the queries.
+        lookup_labels: `[n, K]` labels of their neighbours by rank.
+        distances: `[n, K]` neighbour distances, already rounded.
+        retrieval_metrics: `RetrievalMetric` instances.
+
+    Returns:
+        Metric name to its value: a float, or an array for a metric returning one.
+
+    Raises:
+        ValueError: If a metric needs more neighbours than each query has.
+    """
+    for metric in retrieval_metrics:
+        if lookup_labels.shape[1] < metric.k:
+            raise ValueError(
+                f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
+                f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
+                "neighbours (and index at least that many examples)."
+            )
+    match_mask = lookup_labels == query_labels[:, None]
+    results: dict[str, Any] = {}
+    for metric in retrieval_metrics:
+        value = metric.compute(
+            query_labels=query_labels,
+            lookup_labels=lookup_labels,
+            lookup_distances=distances,
+            match_mask=match_mask,
+        )
+        value = np.asarray(value)
+        results[metric.name] = float(value) if value.size == 1 else value
+    return results
 
 
 def calibration_from_matrices(

@@ -18,7 +18,10 @@ import numpy as np
 
 from tensorflow_similarity.classification_metrics import ClassificationMetric
 from tensorflow_similarity.evaluators import Evaluator, MemoryEvaluator
-from tensorflow_similarity.evaluators.memory_evaluator import calibration_from_matrices
+from tensorflow_similarity.evaluators.memory_evaluator import (
+    calibration_from_matrices,
+    retrieval_from_matrices,
+)
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
@@ -160,25 +163,7 @@ def evaluate_retrieval_on_matrices(
     """
     query_labels = np.asarray(target_labels).reshape(-1).astype(np.int64)
     distances = rounded_distances(lookup_distances, DISTANCE_ROUNDING)
-    for metric in retrieval_metrics:
-        if lookup_labels.shape[1] < metric.k:
-            raise ValueError(
-                f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
-                f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
-                "neighbours (and index at least that many examples)."
-            )
-    match_mask = lookup_labels == query_labels[:, None]
-    results: dict[str, Any] = {}
-    for metric in retrieval_metrics:
-        value = metric.compute(
-            query_labels=query_labels,
-            lookup_labels=lookup_labels,
-            lookup_distances=distances,
-            match_mask=match_mask,
-        )
-        value = np.asarray(value)
-        results[metric.name] = float(value) if value.size == 1 else value
-    return results
+    return retrieval_from_matrices(query_labels, lookup_labels, distances, retrieval_metrics)
 
 
 def calibrate_on_matrices(
