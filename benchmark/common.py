@@ -8,10 +8,13 @@ where a question has several scripts); they import each other as
 
 from __future__ import annotations
 
+import gc
 import importlib
 import re
+import statistics
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +89,22 @@ def render_tables(module: str, report: dict[str, Any], results_name: str, comman
 def demote_headings(markdown: str, levels: int) -> str:
     """Turns `# x` into `### x` (for `levels=2`), so a benchmark's report nests in this one."""
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + levels) + " ", markdown, flags=re.M)
+
+
+def seconds(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call of `fn`, after a garbage collection."""
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def paired_medians(first: Callable, second: Callable, repeats: int) -> tuple[float, float]:
+    """Median seconds of `first` and `second`, alternating which runs first, after a warm-up."""
+    first(), second()
+    times: tuple[list[float], list[float]] = ([], [])
+    for repeat in range(repeats):
+        order = (0, 1) if repeat % 2 == 0 else (1, 0)
+        for which in order:
+            times[which].append(seconds((first, second)[which]))
+    return statistics.median(times[0]), statistics.median(times[1])

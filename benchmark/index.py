@@ -34,14 +34,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import json
 import os
 import platform
 import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -51,30 +48,12 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmark.common import markdown_table  # noqa: E402
+from benchmark.common import markdown_table, paired_medians, seconds  # noqa: E402
 from tensorflow_similarity.search import FaissSearch, LinearSearch  # noqa: E402
 
 TARGET_RATIO = 1.2
 TARGET_RECALL = 0.95
 EF_SEARCH_SWEEP = (64, 128, 256, 512)
-
-
-def _seconds(fn: Callable[[], object]) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _paired_medians(first: Callable, second: Callable, repeats: int) -> tuple[float, float]:
-    """Median seconds of `first` and `second`, alternating which runs first, after a warm-up."""
-    first(), second()
-    times: tuple[list[float], list[float]] = ([], [])
-    for repeat in range(repeats):
-        order = (0, 1) if repeat % 2 == 0 else (1, 0)
-        for which in order:
-            times[which].append(_seconds((first, second)[which]))
-    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
@@ -97,20 +76,20 @@ def measure_hnsw(
     dim, num_queries = embeddings.shape[1], len(queries)
     hnsw = FaissSearch("cosine", dim=dim, algo="hnsw")
     default_ef = hnsw.ef_search
-    row = {"build_s": _seconds(lambda: hnsw.batch_add(embeddings, np.arange(len(embeddings))))}
+    row = {"build_s": seconds(lambda: hnsw.batch_add(embeddings, np.arange(len(embeddings))))}
     row["default_ef_search"] = default_ef
     sweep = []
     for ef_search in sorted({*EF_SEARCH_SWEEP, default_ef}):
         hnsw.ef_search = ef_search
         hnsw.batch_lookup(queries, k)
-        seconds = statistics.median(
-            _seconds(lambda: hnsw.batch_lookup(queries, k)) for _ in range(repeats)
+        query_s = statistics.median(
+            seconds(lambda: hnsw.batch_lookup(queries, k)) for _ in range(repeats)
         )
         sweep.append(
             {
                 "ef_search": ef_search,
-                "query_s": seconds,
-                "qps": num_queries / seconds,
+                "query_s": query_s,
+                "qps": num_queries / query_s,
                 "recall": recall_at_k(hnsw.batch_lookup(queries, k)[0], exact),
             }
         )
@@ -133,15 +112,15 @@ def measure(
 
     # LinearSearch against a plain matrix product + top-k.
     linear = LinearSearch("cosine", dim=dim)
-    row["linear_build_s"] = _seconds(lambda: linear.batch_add(embeddings, ids))
+    row["linear_build_s"] = seconds(lambda: linear.batch_add(embeddings, ids))
     keys = {}
-    row["tf_build_s"] = _seconds(lambda: keys.setdefault("t", tf.constant(unit)))
+    row["tf_build_s"] = seconds(lambda: keys.setdefault("t", tf.constant(unit)))
 
     def plain_tf():
         similarities = tf.matmul(tf.constant(unit_queries), keys["t"], transpose_b=True)
         return tf.math.top_k(similarities, k)[1].numpy()
 
-    linear_s, tf_s = _paired_medians(lambda: linear.batch_lookup(queries, k), plain_tf, repeats)
+    linear_s, tf_s = paired_medians(lambda: linear.batch_lookup(queries, k), plain_tf, repeats)
     exact = linear.batch_lookup(queries, k)[0]
     row.update(
         linear_query_s=linear_s,
@@ -154,10 +133,10 @@ def measure(
 
     # FaissSearch(flat) against faiss called directly.
     flat = FaissSearch("cosine", dim=dim, algo="flat")
-    row["faiss_flat_build_s"] = _seconds(lambda: flat.batch_add(embeddings, ids))
+    row["faiss_flat_build_s"] = seconds(lambda: flat.batch_add(embeddings, ids))
     direct = faiss.IndexFlatIP(dim)
-    row["faiss_direct_build_s"] = _seconds(lambda: direct.add(unit))
-    flat_s, direct_s = _paired_medians(
+    row["faiss_direct_build_s"] = seconds(lambda: direct.add(unit))
+    flat_s, direct_s = paired_medians(
         lambda: flat.batch_lookup(queries, k), lambda: direct.search(unit_queries, k), repeats
     )
     row.update(

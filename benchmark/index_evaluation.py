@@ -33,12 +33,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import json
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +47,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmark.common import markdown_table, output_folder  # noqa: E402
+from benchmark.common import (  # noqa: E402
+    markdown_table,
+    output_folder,
+    paired_medians,
+)
 from tensorflow_similarity.classification_metrics import F1Score  # noqa: E402
 from tensorflow_similarity.evaluators import MemoryEvaluator  # noqa: E402
 from tensorflow_similarity.indexer import Indexer  # noqa: E402
@@ -67,24 +68,6 @@ TARGET_RATIO = 1.5
 # The decimals `MemoryEvaluator` rounds distances and calibration metrics to.
 DISTANCE_ROUNDING = 8
 METRIC_ROUNDING = 6
-
-
-def _seconds(fn: Callable[[], object]) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def paired_medians(first: Callable, second: Callable, repeats: int) -> tuple[float, float]:
-    """Median seconds of `first` and `second`, alternating which runs first, after a warm-up."""
-    first(), second()
-    times: tuple[list[float], list[float]] = ([], [])
-    for repeat in range(repeats):
-        order = (0, 1) if repeat % 2 == 0 else (1, 0)
-        for which in order:
-            times[which].append(_seconds((first, second)[which]))
-    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def make_data(
