@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from tensorflow_similarity.losses.arcface_loss import ArcFaceLoss
 from tensorflow_similarity.losses.barlow import Barlow, BarlowTwinsLoss
+from tensorflow_similarity.losses.byol import BYOLLoss
 from tensorflow_similarity.losses.circle_loss import CircleLoss
+from tensorflow_similarity.losses.dino import (
+    DINOLoss,
+    dino_center_update,
+    dino_teacher_probabilities,
+)
 from tensorflow_similarity.losses.global_batch import GlobalBatchLoss
 from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.mocov3 import MoCoV3Loss
 from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
 from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
 from tensorflow_similarity.losses.pn_loss import PNLoss
@@ -25,11 +32,14 @@ from tensorflow_similarity.losses.xbm_loss import XBM
 
 __all__ = [
     "ArcFaceLoss",
+    "BYOLLoss",
     "Barlow",
     "BarlowTwinsLoss",
     "CircleLoss",
+    "DINOLoss",
     "GlobalBatchLoss",
     "MetricLoss",
+    "MoCoV3Loss",
     "MultiNegativesRankLoss",
     "MultiSimilarityLoss",
     "PNLoss",
@@ -41,4 +51,6 @@ __all__ = [
     "VICRegLoss",
     "VicReg",
     "XBM",
+    "dino_center_update",
+    "dino_teacher_probabilities",
 ]

@@ -21,9 +21,12 @@ from tensorflow_similarity.losses import (
     XBM,
     ArcFaceLoss,
     Barlow,
+    BYOLLoss,
     CircleLoss,
+    DINOLoss,
     GlobalBatchLoss,
     MetricLoss,
+    MoCoV3Loss,
     MultiNegativesRankLoss,
     MultiSimilarityLoss,
     PNLoss,
@@ -46,7 +49,14 @@ TWO_VIEW = {
     "multinegrank": lambda **kw: MultiNegativesRankLoss(scale=2.0, **F64, **kw),
     "barlow": lambda **kw: Barlow(lambda_=0.05, **F64, **kw),
     "vicreg": lambda **kw: VicReg(gamma=4.0, **F64, **kw),
+    "byol": lambda **kw: BYOLLoss(**F64, **kw),
+    "mocov3": lambda **kw: MoCoV3Loss(temperature=0.5, **F64, **kw),
 }
+# [batch, crops, prototypes]: the teacher's 2 global crops, the student's 2 global and 2 local.
+MULTI_CROP = {
+    "dino": lambda **kw: DINOLoss(student_temperature=0.5, **F64, **kw),
+}
+TEACHER_CROPS, STUDENT_CROPS, PROTOTYPES = 2, 4, 6
 METRIC = {
     "triplet": lambda **kw: TripletLoss(**F64, **kw),
     "triplet_hard_l2": lambda **kw: TripletLoss(
@@ -82,6 +92,10 @@ def _inputs(name: str, seed: int = 0):
     if name in TWO_VIEW:
         z1 = rng.normal(size=(BATCH, DIM))
         return z1, z1 + 0.5 * rng.normal(size=(BATCH, DIM))
+    if name in MULTI_CROP:
+        teacher = np.exp(rng.normal(size=(BATCH, TEACHER_CROPS, PROTOTYPES)))
+        teacher /= teacher.sum(axis=-1, keepdims=True)
+        return teacher, rng.normal(size=(BATCH, STUDENT_CROPS, PROTOTYPES))
     labels = rng.integers(0, CLASSES, size=BATCH)
     if name == "arcface":
         return labels, rng.uniform(-0.9, 0.9, size=(BATCH, CLASSES))
@@ -89,10 +103,10 @@ def _inputs(name: str, seed: int = 0):
 
 
 def _make(name: str, **kwargs):
-    return {**TWO_VIEW, **METRIC}[name](**kwargs)
+    return {**TWO_VIEW, **MULTI_CROP, **METRIC}[name](**kwargs)
 
 
-ALL = sorted({**TWO_VIEW, **METRIC})
+ALL = sorted({**TWO_VIEW, **MULTI_CROP, **METRIC})
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -105,8 +119,9 @@ def test_every_loss_is_exact_on_2_4_and_8_replicas(name):
 
 
 # The reductions are the base's, shared by every loss: one loss of each kind
-# (terms against gathered keys, batch statistics, mined, with a memory).
-@pytest.mark.parametrize("name", ["simclr", "barlow", "triplet", "xbm"])
+# (terms against gathered keys, batch statistics, mined, with a memory, against
+# gathered keys without gradient, on [batch, crops, prototypes] inputs).
+@pytest.mark.parametrize("name", ["simclr", "barlow", "triplet", "xbm", "mocov3", "dino"])
 def test_sum_and_none_keep_the_contract_on_replicas(name):
     reductions = ["sum"] if name in STATISTICS else ["sum", "none"]
     for reduction in reductions:
@@ -138,7 +153,15 @@ def test_every_public_loss_follows_the_one_contract():
         if inspect.isclass(value) and issubclass(value, keras.losses.Loss)
     ]
     assert "GlobalBatchLoss" in losses.__all__
-    assert {c.__name__ for c in classes} >= {"TripletLoss", "SimCLRLoss", "Barlow", "XBM"}
+    assert {c.__name__ for c in classes} >= {
+        "TripletLoss",
+        "SimCLRLoss",
+        "Barlow",
+        "XBM",
+        "BYOLLoss",
+        "MoCoV3Loss",
+        "DINOLoss",
+    }
     for cls in classes:
         assert issubclass(cls, GlobalBatchLoss), cls.__name__
 
