@@ -79,3 +79,20 @@ def test_rejects_bad_arguments_and_inputs():
         BYOLLoss()(np.ones((4, 3)), np.ones((4, 2)))
     with pytest.raises(ValueError, match="BYOLLoss expects two views of shape"):
         BYOLLoss()(np.ones((4, 3, 2)), np.ones((4, 3, 2)))
+
+
+def test_a_zero_prediction_row_gets_no_gradient():
+    target, prediction = _views((5, 4), seed=3)
+    prediction[0] = 0.0
+    prediction = tf.constant(prediction)
+
+    with tf.GradientTape() as tape:
+        tape.watch(prediction)
+        value = BYOLLoss(dtype="float64")(target, prediction)
+    gradient = tape.gradient(value, prediction).numpy()
+
+    # A zero row has no direction: its cosine counts as 0, its term as 2.
+    others = numpy_reference.byol_terms(target[1:], prediction.numpy()[1:])
+    np.testing.assert_allclose(value.numpy(), (2.0 + others.sum()) / 5, rtol=1e-12)
+    assert np.all(np.isfinite(gradient)) and np.all(gradient[0] == 0.0)
+    assert np.abs(gradient[1:]).max() > 1e-3

@@ -100,3 +100,18 @@ def test_rejects_bad_reductions_and_inputs():
         MoCoV3Loss()(np.ones((1, 3)), np.ones((1, 3)))
     with pytest.raises(ValueError, match="MoCoV3Loss expects both views to have the same shape"):
         MoCoV3Loss()(np.ones((4, 3)), np.ones((5, 3)))
+
+
+def test_a_zero_query_row_gets_no_gradient():
+    keys, queries = _views((5, 4), seed=5)
+    queries[0] = 0.0
+    queries = tf.constant(queries)
+
+    with tf.GradientTape() as tape:
+        tape.watch(queries)
+        value = MoCoV3Loss(dtype="float64")(keys, queries)
+    gradient = tape.gradient(value, queries).numpy()
+
+    assert np.isfinite(value.numpy())
+    assert np.all(np.isfinite(gradient)) and np.all(gradient[0] == 0.0)
+    assert np.abs(gradient[1:]).max() > 1e-3
