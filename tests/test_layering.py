@@ -51,6 +51,8 @@ RANKS = {
     "algebra": 4,
     "training_metrics": 4,
     "callbacks": 5,
+    # Exports a model with its index: reads both through the model's hooks, imports neither.
+    "serving": 5,
     "models": 6,
     "architectures": 7,
     "cli": 8,

@@ -130,3 +130,6 @@ class BackboneIndexMixin(IndexMixin):
 
     def _index_input_shape(self) -> tuple[int | None, ...] | None:
         return tuple(self.backbone.inputs[0].shape[1:]) if self.backbone.inputs else None
+
+    def _serving_embeddings(self, images):
+        return self.backbone(images, training=False)

@@ -78,6 +78,21 @@ class IndexLookupMixin:
     def _index_input_shape(self) -> tuple[int | None, ...] | None:
         return None
 
+    def _serving_embeddings(self, images: tf.Tensor) -> tf.Tensor:
+        """The embeddings the index holds of `images`, traceable, in inference mode.
+
+        What `serving.export_model` traces: the model's output (its
+        `embedding_output` of several), as `_index_embeddings` predicts it.
+        """
+        outputs = self(images, training=False)
+        if isinstance(outputs, dict):
+            outputs = [outputs[name] for name in self.output_names]
+        if isinstance(outputs, (list, tuple)):
+            settings = self._index_settings or {}
+            chosen = self._ix.embedding_output if self._ix else settings.get("embedding_output")
+            outputs = outputs[chosen or 0]
+        return outputs
+
     # The index itself.
 
     @property

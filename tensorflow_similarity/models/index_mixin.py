@@ -23,6 +23,7 @@ from tensorflow_similarity.models.index_lookup_mixin import (
     recover_pair,
 )
 from tensorflow_similarity.search import Search
+from tensorflow_similarity.serving import ServingExport, export_model
 from tensorflow_similarity.stores import Store
 
 __all__ = ["IndexMixin", "canonical_distance", "index_path"]
@@ -42,7 +43,8 @@ class IndexMixin(IndexCalibrationMixin):
     `IndexLookupMixin`; what uses the neighbours' labels
     (`evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`)
     from `IndexCalibrationMixin`. This class adds `save`, which writes the
-    model and, beside it, its index. The model's `compile` calls
+    model and, beside it, its index, and `export_serving`, which writes
+    both as one SavedModel that serves with TensorFlow alone. The model's `compile` calls
     `_compile_index`, and its compile config holds the index settings, so
     `keras.saving.load_model` recreates the index.
 
@@ -232,3 +234,52 @@ class IndexMixin(IndexCalibrationMixin):
             _atomic.recover_dir(folder)
             raise persistence.save_failed(error, what, model_file) from error
         _atomic.discard_dir(old_index)
+
+    # Serving.
+
+    def export_serving(
+        self,
+        path: str | Path,
+        k: int = 5,
+        *,
+        include_index: bool = True,
+        uint8_input: bool = False,
+        class_names: Any = None,
+        overwrite: bool = False,
+        tflite: bool = False,
+        verbose: int = 1,
+    ) -> ServingExport:
+        """Writes the model and its index as a SavedModel that serves with TensorFlow alone.
+
+        `serving.export_model(self, path, k, ...)`, which documents the
+        signatures (`embed`; `lookup` when the index is not empty) and the
+        size limit of the index.
+
+        Args:
+            path: The SavedModel folder to write.
+            k: Neighbours `lookup` returns. Defaults to 5.
+            include_index: Export `lookup` when the index is not empty.
+                Defaults to `True`.
+            uint8_input: Take uint8 images in 0-255, scaled by 1/255 in the
+                graph. Defaults to `False`.
+            class_names: The names `lookup`'s `label_names` holds, by label.
+                Defaults to none (each label's digits).
+            overwrite: Replace an earlier export at `path`. Defaults to `False`.
+            tflite: Also write a `.tflite` file per signature. Defaults to
+                `False`.
+            verbose: Print what was written if 1. Defaults to 1.
+
+        Returns:
+            The `ServingExport` of what was written.
+        """
+        return export_model(
+            self,
+            path,
+            k,
+            include_index=include_index,
+            uint8_input=uint8_input,
+            class_names=class_names,
+            overwrite=overwrite,
+            tflite=tflite,
+            verbose=verbose,
+        )

@@ -11,8 +11,15 @@ Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
 from __future__ import annotations
 
 from tensorflow_similarity.search.faiss_search import FaissSearch
-from tensorflow_similarity.search.linear_search import LinearSearch
+from tensorflow_similarity.search.linear_search import LinearSearch, exact_nearest
 from tensorflow_similarity.search.registry import SEARCH_NAMES, make_search
 from tensorflow_similarity.search.search import Search
 
-__all__ = ["SEARCH_NAMES", "FaissSearch", "LinearSearch", "Search", "make_search"]
+__all__ = [
+    "SEARCH_NAMES",
+    "FaissSearch",
+    "LinearSearch",
+    "Search",
+    "exact_nearest",
+    "make_search",
+]

@@ -117,6 +117,19 @@ class LinearSearch(Search):
         self._key_chunks.append(tf.constant(keys, tf.float32))
         self._norm_chunks.append(tf.constant(_squared_norms(keys).T, tf.float32))
 
+    def key_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The `[m, dim]` embeddings lookups compare with and their `[1, m]` squared norms.
+
+        In the order of `ids()`, as float32 arrays: for cosine the rows are
+        the unit rows the index keeps. `exact_nearest` on them returns what
+        `batch_lookup` returns (positions into `ids()`); `serving` bakes them
+        into an exported model's `lookup`.
+        """
+        if not self.size():
+            return np.zeros((0, self.dim), np.float32), np.zeros((1, 0), np.float32)
+        keys, key_norms = self._keys()
+        return keys.numpy(), key_norms.numpy()
+
     def _keys(self) -> tuple[tf.Tensor, tf.Tensor]:
         """The `[m, dim]` embeddings and their `[1, m]` squared norms, merged into one chunk."""
         if len(self._key_chunks) > 1:
@@ -129,42 +142,13 @@ class LinearSearch(Search):
         rows = max(1, self.max_chunk_elements // self.size())
         positions, distances = [], []
         for start in range(0, len(queries), rows):
-            chunk_distances, chunk_positions = self._chunk(
-                tf.constant(queries[start : start + rows]), keys, key_norms, k
+            chunk_distances, chunk_positions = exact_nearest(
+                self.distance, tf.constant(queries[start : start + rows]), keys, key_norms, k
             )
             positions.append(chunk_positions.numpy())
             distances.append(chunk_distances.numpy())
         positions = np.concatenate(positions)
         return self._idxs_buffer.view()[positions], np.concatenate(distances)
-
-    def _chunk(
-        self, queries: tf.Tensor, keys: tf.Tensor, key_norms: tf.Tensor, k: int
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Returns the `[n, k]` distances and positions of one chunk of queries."""
-        distance = self.distance
-        if isinstance(distance, CosineDistance):
-            queries = l2_normalize(queries, axis=1)
-            similarities, positions = tf.math.top_k(tf.matmul(queries, keys, transpose_b=True), k)
-            return tf.maximum(1.0 - similarities, 0.0), positions
-        if isinstance(distance, InnerProductSimilarity):
-            similarities, positions = tf.math.top_k(tf.matmul(queries, keys, transpose_b=True), k)
-            return -similarities, positions
-        if isinstance(distance, (EuclideanDistance, SquaredEuclideanDistance)):
-            # |q|^2 is the same for a whole row, so the ranking needs only 2 q.k - |k|^2.
-            scores = 2.0 * tf.matmul(queries, keys, transpose_b=True) - key_norms
-            _, positions = tf.math.top_k(scores, k)
-            # The expansion loses about sqrt(eps) * |q| near zero (a row's distance to
-            # itself came out 1e-3): the k found are measured again from differences.
-            differences = queries[:, tf.newaxis, :] - tf.gather(keys, positions)
-            squared = tf.reduce_sum(tf.square(differences), axis=2)
-            order = tf.argsort(squared, axis=1, stable=True)
-            squared = tf.gather(squared, order, batch_dims=1)
-            positions = tf.gather(positions, order, batch_dims=1)
-            if isinstance(distance, SquaredEuclideanDistance):
-                return squared, positions
-            return tf.sqrt(squared), positions
-        negated, positions = tf.math.top_k(-distance(queries, keys), k)
-        return -negated, positions
 
     def _save(self, path: Path) -> None:
         keys = self._keys()[0].numpy() if self.size() else np.zeros((0, self.dim), np.float32)
@@ -208,6 +192,53 @@ class LinearSearch(Search):
             # up to rounding, which a reload must not add.
             self._append_keys(embeddings)
             self._idxs_buffer.replace(idxs.astype(np.int64))
+
+
+def exact_nearest(
+    distance: Distance, queries: tf.Tensor, keys: tf.Tensor, key_norms: tf.Tensor, k: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Returns the `[n, k]` distances and positions in `keys` of each query's `k` nearest keys.
+
+    The search of `LinearSearch` (and of an exported model's `lookup`, which
+    traces it into a graph): TensorFlow ops only, nearest first, ties kept in
+    the order of `keys` (`tf.math.top_k` is stable). `keys` are the index's
+    rows as `LinearSearch.key_arrays` returns them (unit rows for cosine),
+    `key_norms` their `[1, m]` squared norms, `1 <= k <= m`.
+
+    Args:
+        distance: The index's `Distance`.
+        queries: `[n, dim]` float32 queries (raw: cosine normalises them).
+        keys: `[m, dim]` float32 keys.
+        key_norms: `[1, m]` float32 squared norms of `keys`.
+        k: Neighbours per query.
+
+    Returns:
+        `(distances, positions)`: float32 and int32, `[n, k]`; inner product
+        is a similarity, returned negated (see `Search`).
+    """
+    if isinstance(distance, CosineDistance):
+        queries = l2_normalize(queries, axis=1)
+        similarities, positions = tf.math.top_k(tf.matmul(queries, keys, transpose_b=True), k)
+        return tf.maximum(1.0 - similarities, 0.0), positions
+    if isinstance(distance, InnerProductSimilarity):
+        similarities, positions = tf.math.top_k(tf.matmul(queries, keys, transpose_b=True), k)
+        return -similarities, positions
+    if isinstance(distance, (EuclideanDistance, SquaredEuclideanDistance)):
+        # |q|^2 is the same for a whole row, so the ranking needs only 2 q.k - |k|^2.
+        scores = 2.0 * tf.matmul(queries, keys, transpose_b=True) - key_norms
+        _, positions = tf.math.top_k(scores, k)
+        # The expansion loses about sqrt(eps) * |q| near zero (a row's distance to
+        # itself came out 1e-3): the k found are measured again from differences.
+        differences = queries[:, tf.newaxis, :] - tf.gather(keys, positions)
+        squared = tf.reduce_sum(tf.square(differences), axis=2)
+        order = tf.argsort(squared, axis=1, stable=True)
+        squared = tf.gather(squared, order, batch_dims=1)
+        positions = tf.gather(positions, order, batch_dims=1)
+        if isinstance(distance, SquaredEuclideanDistance):
+            return squared, positions
+        return tf.sqrt(squared), positions
+    negated, positions = tf.math.top_k(-distance(queries, keys), k)
+    return -negated, positions
 
 
 def _squared_norms(rows: np.ndarray) -> np.ndarray:

@@ -1,0 +1,256 @@
+"""`export_model`: a model and its index as one SavedModel that needs only TensorFlow."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from tensorflow_similarity import _atomic
+from tensorflow_similarity._validation import check_bool, check_int
+from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.serving.index_snapshot import MAX_INDEX_BYTES, snapshot_index
+from tensorflow_similarity.serving.similarity_serving import SimilarityServing
+from tensorflow_similarity.serving.tflite import convert_to_tflite
+
+# Written beside saved_model.pb: what was exported, for people and for `tfsim export --overwrite`.
+MANIFEST = "serving.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingExport:
+    """What `export_model` wrote.
+
+    Attributes:
+        path: The SavedModel folder.
+        signatures: The serving signatures: `("embed",)` or `("embed", "lookup")`.
+        k: Neighbours `lookup` returns (`None` without `lookup`).
+        index_size: Indexed items `lookup` searches (0 without `lookup`).
+        distance: The name of the index's distance.
+        tflite_files: The TensorFlow Lite files written, one per signature.
+        note: Why there is no `lookup`, or `""`.
+    """
+
+    path: Path
+    signatures: tuple[str, ...]
+    k: int | None
+    index_size: int
+    distance: str
+    tflite_files: tuple[Path, ...] = ()
+    note: str = ""
+
+
+def export_model(
+    model: Any,
+    path: str | Path,
+    k: int = 5,
+    *,
+    include_index: bool = True,
+    uint8_input: bool = False,
+    class_names: Sequence[str] | None = None,
+    overwrite: bool = False,
+    tflite: bool = False,
+    max_index_bytes: int = MAX_INDEX_BYTES,
+    verbose: int = 1,
+) -> ServingExport:
+    """Writes `model` and its index as a SavedModel with `embed` and `lookup` signatures.
+
+    The SavedModel (see `SimilarityServing`) loads with `tf.saved_model.load`
+    and serves under TensorFlow Serving with TensorFlow alone:
+
+    * `embed`: `images` (`[batch, *input_shape]` float32, or uint8 0-255
+      with `uint8_input`) to `embeddings` (`[batch, dim]` float32), the
+      embeddings the index holds: L2-normalised when its distance is cosine;
+    * `lookup`, when the model has a non-empty index and `include_index`:
+      `images` to the `k` nearest indexed items, `ids` (int64), `distances`
+      (float32), `labels` (int64, -1 for none) and `label_names` (string),
+      each `[batch, k]`: what `model.lookup(images, k)` returns, in its
+      order. A `k` above the index's size returns the whole index, as
+      `lookup` does, with its warning.
+
+    The folder is written beside `path` and switched in whole by renames
+    (`_atomic`): a failed export leaves `path` as it was. Beside
+    `saved_model.pb` it holds `serving.json` (what was exported) and, with
+    `tflite`, `embed.tflite` (and `lookup.tflite`).
+
+    Args:
+        model: A `SimilarityModel` or `ContrastiveModel` (a model mixing in
+            `IndexMixin`) with a known input shape.
+        path: The folder to write.
+        k: Neighbours `lookup` returns. Defaults to 5.
+        include_index: Export `lookup` when the model has an index. Defaults
+            to `True`; `False` exports `embed` alone.
+        uint8_input: The signatures take uint8 images in 0-255, divided by
+            255 in the graph (the `[0, 1]` floats `tfsim` trains on).
+            Defaults to `False`: float32 images as the model takes them.
+        class_names: The class names `label_names` holds, by label.
+            Defaults to none: each label's digits.
+        overwrite: Replace an existing export at `path`. Defaults to `False`.
+        tflite: Also convert each signature to TensorFlow Lite. Defaults to
+            `False`.
+        max_index_bytes: The largest index (embeddings, ids, labels, names)
+            `lookup` may hold. Defaults to `MAX_INDEX_BYTES` (1 GiB).
+        verbose: Print what was written if 1. Defaults to 1.
+
+    Returns:
+        A `ServingExport`: the signatures written (`note` says why there is
+        no `lookup`), `k`, the index's size, the TFLite files.
+
+    Raises:
+        FileExistsError: If `path` exists and `overwrite` is `False`, or
+            holds something other than an export (never deleted); checked
+            before anything is traced.
+        ValueError: For a bad argument, a model without a known input shape,
+            or an index larger than `max_index_bytes` (the message names the
+            limit and how to serve such an index).
+
+    Example:
+
+    >>> import keras, numpy as np, tempfile, tensorflow as tf
+    >>> from tensorflow_similarity.models import SimilarityModel
+    >>> from tensorflow_similarity.serving import export_model
+    >>> inputs = keras.Input((4,))
+    >>> model = SimilarityModel(inputs, keras.layers.Dense(3)(inputs))
+    >>> model.compile("adam", distance="cosine")
+    >>> model.index(np.eye(4, dtype="float32"), np.arange(4), verbose=0)
+    >>> folder = tempfile.mkdtemp() + "/served"
+    >>> export_model(model, folder, k=2, verbose=0).signatures
+    ('embed', 'lookup')
+    >>> served = tf.saved_model.load(folder)
+    >>> served.signatures["lookup"](images=tf.eye(4))["ids"][:, 0].numpy().tolist()
+    [0, 1, 2, 3]
+    """
+    owner = "export_model"
+    k = check_int("k", k, minimum=1, owner=owner)
+    for name, value in (
+        ("include_index", include_index),
+        ("uint8_input", uint8_input),
+        ("overwrite", overwrite),
+        ("tflite", tflite),
+    ):
+        check_bool(name, value, owner=owner)
+    max_index_bytes = check_int("max_index_bytes", max_index_bytes, minimum=1, owner=owner)
+    path = Path(path)
+    check_destination(path, overwrite)
+    input_shape = model._index_input_shape()
+    if input_shape is None:
+        raise ValueError(
+            f"{type(model).__name__} {model.name!r} has no single input of a known shape, so "
+            "its serving signatures have no input spec. Export a Functional model (or one "
+            "built with model.build(input_shape))."
+        )
+    index = getattr(model, "_ix", None)
+    distance = _distance(model, index)
+    snapshot, note = None, ""
+    if not include_index:
+        note = "include_index=False"
+    elif index is None or index.size() == 0:
+        note = "the model's index is empty"
+    else:
+        snapshot = snapshot_index(index, class_names, max_bytes=max_index_bytes)
+        if k > snapshot.size:
+            warnings.warn(
+                f"export_model: k={k} neighbours were asked for but the index holds "
+                f"{snapshot.size} embeddings; lookup returns {snapshot.size}, as "
+                "model.lookup does.",
+                stacklevel=2,
+            )
+            k = snapshot.size
+    module = SimilarityServing(
+        model._serving_embeddings,
+        input_shape,
+        distance,
+        index=snapshot,
+        k=k,
+        uint8_input=uint8_input,
+    )
+    signatures = module.signatures()
+    result = ServingExport(
+        path=path,
+        signatures=tuple(signatures),
+        k=k if snapshot is not None else None,
+        index_size=0 if snapshot is None else snapshot.size,
+        distance=distance.name,
+        tflite_files=tuple(path / f"{name}.tflite" for name in signatures) if tflite else (),
+        note=note,
+    )
+    _write(module, signatures, path, result, uint8_input, input_shape)
+    if verbose:
+        what = " and ".join(result.signatures)
+        extra = (
+            f" (k={result.k}, {result.index_size} indexed items, {result.distance})"
+            if snapshot is not None
+            else f" only ({note}: no lookup)"
+        )
+        print(f"Exported {what}{extra} to {path}")
+    return result
+
+
+def check_destination(path: Path, overwrite: bool) -> None:
+    """Raises `FileExistsError` unless an export may be written to `path`.
+
+    A path that does not exist may; an existing one only with `overwrite`,
+    and only if it is an earlier export (a SavedModel folder) or an empty
+    folder: anything else is never deleted.
+    """
+    if not path.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"{str(path)!r} exists; nothing was written. Give another path, or overwrite=True "
+            "(tfsim export --overwrite) to replace an earlier export."
+        )
+    replaceable = path.is_dir() and ((path / "saved_model.pb").is_file() or not any(path.iterdir()))
+    if not replaceable:
+        raise FileExistsError(
+            f"{str(path)!r} exists and is not an earlier export (no saved_model.pb): it is "
+            "never overwritten. Give another path, or move it away."
+        )
+
+
+def _distance(model: Any, index: Any) -> Distance:
+    """The index's distance, or the one `compile` recorded for it (cosine by default)."""
+    if index is not None:
+        return index.distance
+    settings = getattr(model, "_index_settings", None) or {}
+    return distance_canonicalizer(settings.get("distance") or "cosine")
+
+
+def _write(
+    module: SimilarityServing,
+    signatures: dict[str, Any],
+    path: Path,
+    result: ServingExport,
+    uint8_input: bool,
+    input_shape: Sequence[int | None],
+) -> None:
+    """Saves `module` (and its TFLite files) beside `path`, then switches it in whole."""
+    _atomic.recover_dir(path)
+    staged = _atomic.staging_path(path)
+    try:
+        tf.saved_model.save(module, str(staged), signatures=signatures)
+        manifest = {
+            "signatures": list(result.signatures),
+            "input": {
+                "name": "images",
+                "shape": [None, *input_shape],
+                "dtype": "uint8" if uint8_input else "float32",
+            },
+            "k": result.k,
+            "index_size": result.index_size,
+            "distance": result.distance,
+            "note": result.note,
+        }
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        for file in result.tflite_files:
+            (staged / file.name).write_bytes(convert_to_tflite(staged, file.stem))
+        old = _atomic.switch_dir(staged, path)
+    except BaseException:
+        _atomic.discard_dir(staged)
+        raise
+    _atomic.discard_dir(old)
