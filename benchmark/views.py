@@ -1,13 +1,15 @@
-"""Benchmark of the two-view augmenters: images per second through tf.data, and each transform.
+"""Benchmark of the view augmenters: images per second through tf.data, and each transform.
 
-For each augmenter (SimCLR, SimSiam, Barlow Twins, glyphs) at 32, 96 and 224
-pixels:
+For each augmenter (SimCLR, SimSiam, Barlow Twins, glyphs, DINO multi-crop)
+at 32, 96 and 224 pixels:
 
 1. Images per second made into two views by the pipeline `tfsim pretrain`
    feeds `fit` with (`tensorflow_similarity.cli.pretrain.view_batches`: one
    `map` call per batch of `--batch-size` images, one parallel call per
    core, two batches prefetched), from random uint8 RGB images held in
-   memory (one channel for glyphs), each image's output its two views.
+   memory (one channel for glyphs), each image's output its two views
+   (DINO multi-crop: its two global views at the row's size and 8 local
+   views of `local_size(size)` pixels, DINO's 96 at 224).
    The SimCLR, SimSiam and Barlow rows are measured twice: with the
    package's transforms, and with the colour jitter and Gaussian blur as
    they were before they were batched (`_previous_color_jitter`,
@@ -54,9 +56,11 @@ import tensorflow as tf  # noqa: E402
 from benchmark.common import markdown_table, output_folder  # noqa: E402
 from tensorflow_similarity.augmenters import (  # noqa: E402
     GlyphAugmenter,
+    MultiCropAugmenter,
     ViewAugmenter,
     barlow_augmenter,
     image_ops,
+    multicrop_augmenter,
     simclr_augmenter,
     simsiam_augmenter,
 )
@@ -71,11 +75,23 @@ from tensorflow_similarity.augmenters.image_ops import (  # noqa: E402
 )
 from tensorflow_similarity.cli.pretrain import view_batches  # noqa: E402
 
-AUGMENTERS: dict[str, Callable[..., ViewAugmenter]] = {
+
+def local_size(size: int) -> int:
+    """The local views' side beside global views of `size` pixels: DINO's 96 at 224, else half."""
+    return 96 if size == 224 else max(1, size // 2)
+
+
+def dino_multicrop(size: int, seed: int | None = None) -> MultiCropAugmenter:
+    """DINO's multi-crop views of `size`-pixel images: 2 global and 8 local views."""
+    return multicrop_augmenter(size, local_size(size), seed=seed)
+
+
+AUGMENTERS: dict[str, Callable[..., ViewAugmenter | MultiCropAugmenter]] = {
     "SimCLR": simclr_augmenter,
     "SimSiam": simsiam_augmenter,
     "Barlow Twins": barlow_augmenter,
     "glyphs": GlyphAugmenter,
+    "DINO multi-crop": dino_multicrop,
 }
 # The augmenters that use the colour jitter and the blur, measured before and after.
 WITH_PREVIOUS = ("SimCLR", "SimSiam", "Barlow Twins")
@@ -181,13 +197,13 @@ def random_images(count: int, size: int, channels: int, seed: int) -> np.ndarray
 
 
 def pipeline_rate(
-    factory: Callable[..., ViewAugmenter],
+    factory: Callable[..., ViewAugmenter | MultiCropAugmenter],
     images: np.ndarray,
     batch_size: int,
     batches: int,
     previous: bool = False,
 ) -> float:
-    """Images per second turned into two views by `view_batches`, from its first batch.
+    """Images per second turned into views by `view_batches`, from its first batch.
 
     Timed from the iterator's creation (the map function is traced before)
     to the last of `batches` batches. Timing only the batches after the first
@@ -299,7 +315,8 @@ def render_markdown(payload: dict) -> str:
             f"{payload['load_average']:.2f}, TensorFlow {payload['tensorflow']}. Random uint8 "
             f"images in memory, batches of {batch} through `view_batches` (the pipeline of "
             "`tfsim pretrain`: one `map` call per batch, one parallel call per core); each "
-            "image's output is its two views. "
+            "image's output is its two views (DINO multi-crop: 2 global views at the row's "
+            "size and 8 local views at half of it, 96 pixels at 224). "
             + ("One run" if payload["repeats"] == 1 else f"Medians of {payload['repeats']} runs")
             + f" of {payload['batches']} batches each, timed from the "
             "iterator's creation (after tracing). "

@@ -1,10 +1,13 @@
-"""Image augmentation pipelines that make the two views of self-supervised methods.
+"""Image augmentation pipelines that make the views self-supervised methods train on.
 
 `ViewAugmenter` turns a batch of images into two independently augmented
 views; `simclr_augmenter`, `simsiam_augmenter` and `barlow_augmenter` configure
-it with each paper's parameters. `image_ops` holds the per-image random
-transforms they are built from. `GlyphAugmenter` makes the views of line
-drawings (glyphs) by affine warps and stroke width instead. `Augmenter`, `SimCLRAugmenter`,
+it with each paper's parameters. `MultiCropAugmenter` (and
+`multicrop_augmenter`, DINO's parameters) makes DINO's multi-crop views
+instead: two global and several smaller local crops of each image.
+`image_ops` holds the per-image random transforms they are built from.
+`GlyphAugmenter` makes the views of line drawings (glyphs) by affine warps
+and stroke width instead. `Augmenter`, `SimCLRAugmenter`,
 `BarlowAugmenter` and `ContrastiveAugmenter` are tensorflow-similarity 0.17's
 classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
 0.17 code.
@@ -19,6 +22,7 @@ from tensorflow_similarity.augmenters.legacy import (
     ContrastiveAugmenter,
     SimCLRAugmenter,
 )
+from tensorflow_similarity.augmenters.multicrop import MultiCropAugmenter, multicrop_augmenter
 from tensorflow_similarity.augmenters.simclr import simclr_augmenter
 from tensorflow_similarity.augmenters.simsiam import simsiam_augmenter
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter
@@ -28,11 +32,13 @@ __all__ = [
     "BarlowAugmenter",
     "ContrastiveAugmenter",
     "GlyphAugmenter",
+    "MultiCropAugmenter",
     "SimCLRAugmenter",
     "ViewAugmenter",
     "augmentation_utils",
     "barlow_augmenter",
     "image_ops",
+    "multicrop_augmenter",
     "simclr_augmenter",
     "simsiam_augmenter",
 ]

@@ -1,0 +1,527 @@
+"""DINO's multi-crop views: two large global crops and several small local crops of each image."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tensorflow_similarity._validation import (
+    check_bool,
+    check_int,
+    check_number,
+    check_pair,
+    is_int,
+    is_real,
+)
+from tensorflow_similarity.augmenters import image_ops
+
+_MAX_SEED = 2**63
+_OWNER = "MultiCropAugmenter"
+
+# Operation numbers folded into a call's seed, so that each random draw has its own stream.
+_CROP, _FLIP, _JITTER, _GRAYSCALE, _BLUR, _SOLARIZE = range(6)
+# The second fold: which group of views an operation draws for.
+_GLOBAL, _LOCAL = 0, 1
+
+
+@keras.saving.register_keras_serializable(package="Similarity")
+class MultiCropAugmenter:
+    """Makes two global and `n_local` local views of each image, as DINO trains on.
+
+    Multi-crop (Caron et al., 2020, SwAV) as DINO ("Emerging Properties in
+    Self-Supervised Vision Transformers", Caron et al., ICCV 2021) uses it:
+    two global views, random resized crops covering a large part of the image
+    (area `global_crop_scale`), resized to `global_size`; and `n_local` local
+    views, crops of a small part (area `local_crop_scale`), resized to the
+    smaller `local_size`. The teacher sees only the global views, the student
+    all of them.
+
+    Each view then goes through DINO's photometric transforms, in this order:
+    a horizontal flip, colour jitter (brightness, contrast, saturation and
+    hue in random order, with probability `jitter_prob`), greyscale
+    conversion, Gaussian blur and solarisation. Blur and solarisation differ
+    by view: by default the first global view is always blurred and never
+    solarised, the second is blurred with probability 0.1 and solarised with
+    probability 0.2, and the local views are blurred with probability 0.5 and
+    never solarised. Every parameter is drawn per image and per view; the
+    transforms are `tensorflow_similarity.augmenters.image_ops`'s, batched
+    over all the local views of a call at once. Values stay in `[0, 1]`.
+
+    The defaults are DINO's reference code (`main_dino.py`,
+    `DataAugmentationDINO`): 224 and 96 pixel views, 8 local crops, crop areas
+    `(0.4, 1.0)` and `(0.05, 0.4)`, jitter `(0.4, 0.4, 0.2, 0.1)`. Two
+    differences: crops are resized bilinearly (DINO: bicubic), and the blur
+    kernel spans `blur_kernel_fraction` of the view's side (at least 3
+    pixels) where PIL's blur kernel grows with sigma. Fewer local crops cost
+    less: at 96 pixels each costs about a fifth of a 224-pixel global view.
+
+    Small images: views no larger than the image, local views about half the
+    global side. For 32-pixel images (CIFAR) `global_size=32, local_size=16`;
+    for line drawings (glyphs of `load_glyphs`, 28-pixel digits)
+    `multicrop_augmenter(28, 14, flip=False, color=False)`, or `32, 16` at 32
+    pixels: a mirrored letter is another letter, and jitter or solarisation
+    of white ink on black only dims or inverts the strokes.
+
+    Seeding is `ViewAugmenter`'s: every draw is a stateless op of a per-call
+    seed, the next output of a generator created from `seed`, or
+    `[seed, step]` when `step` is given (see `ViewAugmenter` for `tf.data`
+    pipelines). The global views do not depend on `n_local`: adding local
+    crops leaves them unchanged.
+
+    Args:
+        global_size: Side of the global views, an integer or
+            `(height, width)`. Defaults to `224`.
+        local_size: Side of the local views, an integer or `(height, width)`,
+            at most `global_size` on each side. Defaults to `96`.
+        n_local: Number of local views, 0 or more. Defaults to `8`.
+        global_crop_scale: `(min, max)` fraction of the image area kept by a
+            global crop, with `0 < min <= max <= 1`. Defaults to `(0.4, 1.0)`.
+        local_crop_scale: `(min, max)` fraction of the image area kept by a
+            local crop, with `0 < min <= max <= 1`. Defaults to `(0.05, 0.4)`.
+        crop_ratio: `(min, max)` aspect ratio (width / height) of every crop.
+            Defaults to `(3 / 4, 4 / 3)`.
+        flip_prob: Probability of a horizontal flip; `0.0` turns flips off.
+            Defaults to `0.5`.
+        brightness: Brightness jitter strength: factors in `[1 - b, 1 + b]`.
+            Defaults to `0.4`.
+        contrast: Contrast jitter strength. Defaults to `0.4`.
+        saturation: Saturation jitter strength. Defaults to `0.2`.
+        hue: Maximum hue shift, in turns, within `[0, 0.5]`. Defaults to `0.1`.
+        jitter_prob: Probability that colour jitter is applied; `0.0` turns
+            it off. Defaults to `0.8`.
+        grayscale_prob: Probability of greyscale conversion. Defaults to `0.2`.
+        global_blur_prob: Probability of Gaussian blur of the global views,
+            one float for both or a pair `(first, second)`. Defaults to
+            `(1.0, 0.1)`.
+        local_blur_prob: Probability of Gaussian blur of each local view.
+            Defaults to `0.5`.
+        blur_sigma: `(min, max)` blur standard deviation in output pixels.
+            Defaults to `(0.1, 2.0)`.
+        blur_kernel_fraction: Blur kernel size as a fraction of the view's
+            side, at least 3 pixels. Defaults to `0.1`.
+        global_solarize_prob: Probability of solarisation of the global views,
+            one float or a pair `(first, second)`. Defaults to `(0.0, 0.2)`.
+        local_solarize_prob: Probability of solarisation of each local view.
+            Defaults to `0.0`.
+        seed: Non-negative integer seed. Defaults to `None`: a random seed.
+
+    Raises:
+        ValueError: If an argument is out of range: `n_local` negative, a
+            size not positive, `local_size` larger than `global_size`, a crop
+            scale not `0 < min <= max <= 1`, a probability outside `[0, 1]`.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import MultiCropAugmenter
+    >>> augmenter = MultiCropAugmenter(global_size=32, local_size=16, n_local=4, seed=1)
+    >>> global_views, local_views = augmenter(tf.random.uniform((2, 40, 40, 3)))
+    >>> global_views.shape, local_views.shape
+    (TensorShape([2, 2, 32, 32, 3]), TensorShape([2, 4, 16, 16, 3]))
+    """
+
+    def __init__(
+        self,
+        global_size: int | Sequence[int] = 224,
+        local_size: int | Sequence[int] = 96,
+        n_local: int = 8,
+        global_crop_scale: Sequence[float] = (0.4, 1.0),
+        local_crop_scale: Sequence[float] = (0.05, 0.4),
+        crop_ratio: Sequence[float] = (3 / 4, 4 / 3),
+        flip_prob: float = 0.5,
+        brightness: float = 0.4,
+        contrast: float = 0.4,
+        saturation: float = 0.2,
+        hue: float = 0.1,
+        jitter_prob: float = 0.8,
+        grayscale_prob: float = 0.2,
+        global_blur_prob: float | Sequence[float] = (1.0, 0.1),
+        local_blur_prob: float = 0.5,
+        blur_sigma: Sequence[float] = (0.1, 2.0),
+        blur_kernel_fraction: float = 0.1,
+        global_solarize_prob: float | Sequence[float] = (0.0, 0.2),
+        local_solarize_prob: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        self.global_size = _check_size("global_size", global_size)
+        self.local_size = _check_size("local_size", local_size)
+        if self.local_size[0] > self.global_size[0] or self.local_size[1] > self.global_size[1]:
+            raise ValueError(
+                f"{_OWNER}: local_size must not exceed global_size on either side (local views "
+                f"are the small ones). Received: local_size={local_size!r}, "
+                f"global_size={global_size!r}"
+            )
+        self.n_local = check_int("n_local", n_local, minimum=0, owner=_OWNER)
+        self.global_crop_scale = _check_scale("global_crop_scale", global_crop_scale)
+        self.local_crop_scale = _check_scale("local_crop_scale", local_crop_scale)
+        self.crop_ratio = check_pair("crop_ratio", crop_ratio, low=0.0, owner=_OWNER)
+        if self.crop_ratio[0] <= 0.0:
+            raise ValueError(
+                f"{_OWNER}: crop_ratio must have a positive minimum aspect ratio. "
+                f"Received: crop_ratio={crop_ratio!r}"
+            )
+        self.flip_prob = _check_probability("flip_prob", flip_prob)
+        self.brightness = check_number("brightness", brightness, low=0.0, owner=_OWNER)
+        self.contrast = check_number("contrast", contrast, low=0.0, owner=_OWNER)
+        self.saturation = check_number("saturation", saturation, low=0.0, owner=_OWNER)
+        self.hue = check_number("hue", hue, low=0.0, high=0.5, owner=_OWNER)
+        self.jitter_prob = _check_probability("jitter_prob", jitter_prob)
+        self.grayscale_prob = _check_probability("grayscale_prob", grayscale_prob)
+        self.global_blur_prob = _check_global_probabilities("global_blur_prob", global_blur_prob)
+        self.local_blur_prob = _check_probability("local_blur_prob", local_blur_prob)
+        self.blur_sigma = check_pair("blur_sigma", blur_sigma, low=0.0, owner=_OWNER)
+        if self.blur_sigma[0] <= 0.0:
+            raise ValueError(
+                f"{_OWNER}: blur_sigma must have a positive minimum. "
+                f"Received: blur_sigma={blur_sigma!r}"
+            )
+        self.blur_kernel_fraction = check_number(
+            "blur_kernel_fraction", blur_kernel_fraction, low=0.0, high=1.0, owner=_OWNER
+        )
+        self.global_solarize_prob = _check_global_probabilities(
+            "global_solarize_prob", global_solarize_prob
+        )
+        self.local_solarize_prob = _check_probability("local_solarize_prob", local_solarize_prob)
+        self.seed = check_int("seed", seed, minimum=0, allow_none=True, owner=_OWNER)
+        if self.seed is not None and self.seed >= _MAX_SEED:
+            raise ValueError(f"{_OWNER}: seed must be below 2**63. Received: seed={seed}")
+        self._seed = random.SystemRandom().randrange(_MAX_SEED) if seed is None else self.seed
+        # Created eagerly: a tf.data map function cannot create variables.
+        with tf.init_scope():
+            self._generator = tf.random.Generator.from_seed(self._seed)
+
+    def __call__(
+        self, images: tf.Tensor, *, step: int | tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns the global and the local views of `images`.
+
+        Args:
+            images: One image `[height, width, channels]` or a batch
+                `[batch, height, width, channels]`; channels 1 or 3 and static
+                height and width. Floating images must hold values in
+                `[0, 1]`; integer images are rescaled by their dtype's maximum
+                (uint8: by 255).
+            step: Optional integer (or scalar integer tensor) that, with
+                `seed`, determines the views. Defaults to `None`: the next
+                seed of the augmenter's generator.
+
+        Returns:
+            `(global_views, local_views)`, float32 tensors with values in
+            `[0, 1]`: `global_views` of shape
+            `[batch, 2, global_size[0], global_size[1], channels]` and
+            `local_views` of shape
+            `[batch, n_local, local_size[0], local_size[1], channels]`
+            (`[batch, 0, ...]` when `n_local` is 0); without the batch axis
+            for one image. `global_views[:, 0]` is the first global view
+            (always blurred by default), `global_views[:, 1]` the second.
+
+        Raises:
+            ValueError: If `images` has the wrong rank, channel count or dtype,
+                or unknown height or width.
+        """
+        images = _float_batch(images)
+        single = images.shape.rank == 3
+        if single:
+            images = images[None]
+        if step is None:
+            seed = self._generator.make_seeds(1)[:, 0]
+        else:
+            seed = tf.stack([tf.constant(self._seed, tf.int64), tf.cast(step, tf.int64)])
+
+        def seed_for(operation: int, index: int) -> tf.Tensor:
+            fold = tf.random.experimental.stateless_fold_in
+            return fold(fold(seed, operation), index)
+
+        global_views = self._views(
+            images,
+            self.global_size,
+            self.global_crop_scale,
+            2,
+            _GLOBAL,
+            self.global_blur_prob,
+            self.global_solarize_prob,
+            seed_for,
+        )
+        if self.n_local:
+            local_views = self._views(
+                images,
+                self.local_size,
+                self.local_crop_scale,
+                self.n_local,
+                _LOCAL,
+                (self.local_blur_prob,),
+                (self.local_solarize_prob,),
+                seed_for,
+            )
+        else:
+            local_views = tf.zeros(
+                tf.concat([tf.shape(images)[:1], [0, *self.local_size, images.shape[-1]]], 0)
+            )
+            local_views.set_shape([images.shape[0], 0, *self.local_size, images.shape[-1]])
+        if single:
+            return global_views[0], local_views[0]
+        return global_views, local_views
+
+    def _views(
+        self,
+        images: tf.Tensor,
+        size: tuple[int, int],
+        scale: tuple[float, float],
+        count: int,
+        group: int,
+        blur_prob: Sequence[float],
+        solarize_prob: Sequence[float],
+        seed_for: Callable[[int, int], tf.Tensor],
+    ) -> tf.Tensor:
+        """`[batch, count, *size, channels]` views; one probability per view, or one for all."""
+        # One crop call per view reads the batch as it is, where cropping a batch
+        # repeated `count` times would copy it; the crops, stacked view-major,
+        # then go through each remaining transform in one call.
+        first_view = 0 if group == _GLOBAL else 2
+        x = tf.concat(
+            [
+                image_ops.random_resized_crop(
+                    images, size, scale, self.crop_ratio, seed_for(_CROP, first_view + view)
+                )
+                for view in range(count)
+            ],
+            axis=0,
+        )
+        if self.flip_prob > 0:
+            x = image_ops.random_flip_left_right(x, self.flip_prob, seed_for(_FLIP, group))
+        if self.jitter_prob > 0:
+            x = image_ops.random_color_jitter(
+                x,
+                self.brightness,
+                self.contrast,
+                self.saturation,
+                self.hue,
+                self.jitter_prob,
+                seed_for(_JITTER, group),
+            )
+        if self.grayscale_prob > 0:
+            x = image_ops.random_grayscale(x, self.grayscale_prob, seed_for(_GRAYSCALE, group))
+        kernel_size = tuple(
+            image_ops.blur_kernel_size(side, self.blur_kernel_fraction) for side in size
+        )
+        # Blur and solarisation may differ by view: one call per probability.
+        parts = tf.split(x, len(blur_prob), axis=0)
+        for part, (blur, solarize) in enumerate(zip(blur_prob, solarize_prob, strict=True)):
+            index = 2 * group + part
+            if blur > 0:
+                parts[part] = image_ops.random_gaussian_blur(
+                    parts[part], self.blur_sigma, blur, seed_for(_BLUR, index), kernel_size
+                )
+            if solarize > 0:
+                parts[part] = image_ops.random_solarize(
+                    parts[part], solarize, seed_for(_SOLARIZE, index)
+                )
+        x = tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
+        views = tf.reshape(x, [count, -1, *size, images.shape[-1]])
+        return tf.transpose(views, [1, 0, 2, 3, 4])
+
+    def get_config(self) -> dict[str, Any]:
+        """Returns the constructor arguments as plain Python values."""
+        return {
+            "global_size": list(self.global_size),
+            "local_size": list(self.local_size),
+            "n_local": self.n_local,
+            "global_crop_scale": list(self.global_crop_scale),
+            "local_crop_scale": list(self.local_crop_scale),
+            "crop_ratio": list(self.crop_ratio),
+            "flip_prob": self.flip_prob,
+            "brightness": self.brightness,
+            "contrast": self.contrast,
+            "saturation": self.saturation,
+            "hue": self.hue,
+            "jitter_prob": self.jitter_prob,
+            "grayscale_prob": self.grayscale_prob,
+            "global_blur_prob": list(self.global_blur_prob),
+            "local_blur_prob": self.local_blur_prob,
+            "blur_sigma": list(self.blur_sigma),
+            "blur_kernel_fraction": self.blur_kernel_fraction,
+            "global_solarize_prob": list(self.global_solarize_prob),
+            "local_solarize_prob": self.local_solarize_prob,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> MultiCropAugmenter:
+        """Creates an augmenter from `get_config()`'s output."""
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({arguments})"
+
+
+# The arguments that `multicrop_augmenter(flip=False)` and `color=False` set, and so refuse.
+_FLIP_ARGUMENTS = ("flip_prob",)
+_COLOR_ARGUMENTS = (
+    "brightness",
+    "contrast",
+    "saturation",
+    "hue",
+    "jitter_prob",
+    "grayscale_prob",
+    "global_solarize_prob",
+    "local_solarize_prob",
+)
+
+
+def multicrop_augmenter(
+    global_size: int | Sequence[int] = 224,
+    local_size: int | Sequence[int] = 96,
+    n_local: int = 8,
+    *,
+    flip: bool = True,
+    color: bool = True,
+    seed: int | None = None,
+    **overrides: Any,
+) -> MultiCropAugmenter:
+    """Returns DINO's multi-crop augmentation pipeline, with flips and colour optional.
+
+    As "Emerging Properties in Self-Supervised Vision Transformers" (Caron et
+    al., ICCV 2021) and its reference code: two global crops (area
+    `(0.4, 1.0)`) and `n_local` local crops (area `(0.05, 0.4)`), each with a
+    horizontal flip (p=0.5), colour jitter (brightness and contrast 0.4,
+    saturation 0.2, hue 0.1; p=0.8) and greyscale (p=0.2); Gaussian blur
+    (sigma `(0.1, 2.0)`) with p=1.0 on the first global view, 0.1 on the
+    second and 0.5 on the local views; solarisation with p=0.2 on the second
+    global view only. `flip=False` and `color=False` drop the flips and the
+    photometric transforms (jitter, greyscale, solarisation), for line
+    drawings such as glyphs; blur and crops remain.
+
+    Args:
+        global_size: Side of the global views, an integer or
+            `(height, width)`. Defaults to `224` (DINO's); `32` for 32-pixel
+            images.
+        local_size: Side of the local views. Defaults to `96` (DINO's); `16`
+            for 32-pixel images, `14` for 28-pixel glyphs.
+        n_local: Number of local views. Defaults to `8` (DINO's).
+        flip: Whether views are flipped at random. Defaults to `True`.
+        color: Whether views get colour jitter, greyscale and solarisation.
+            Defaults to `True`.
+        seed: Non-negative integer seed. Defaults to `None` (random).
+        **overrides: Any other `MultiCropAugmenter` argument, replacing
+            DINO's value.
+
+    Returns:
+        A `MultiCropAugmenter`.
+
+    Raises:
+        TypeError: If `flip` or `color` is not a bool.
+        ValueError: If an argument is out of range, or an override sets what
+            `flip=False` or `color=False` turns off.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.augmenters import multicrop_augmenter
+    >>> augmenter = multicrop_augmenter(28, 14, n_local=2, flip=False, color=False, seed=0)
+    >>> global_views, local_views = augmenter(tf.random.uniform((4, 28, 28, 1)))
+    >>> local_views.shape
+    TensorShape([4, 2, 14, 14, 1])
+    """
+    check_bool("flip", flip, owner="multicrop_augmenter")
+    check_bool("color", color, owner="multicrop_augmenter")
+    for switch, on, names in (("flip", flip, _FLIP_ARGUMENTS), ("color", color, _COLOR_ARGUMENTS)):
+        clashing = sorted(set(names) & set(overrides))
+        if not on and clashing:
+            raise ValueError(
+                f"multicrop_augmenter: {switch}=False turns off what {', '.join(clashing)} "
+                f"set. Pass {switch}=True with the override, or drop the override."
+            )
+    arguments: dict[str, Any] = {
+        "global_crop_scale": (0.4, 1.0),
+        "local_crop_scale": (0.05, 0.4),
+        "crop_ratio": (3 / 4, 4 / 3),
+        "flip_prob": 0.5 if flip else 0.0,
+        "brightness": 0.4,
+        "contrast": 0.4,
+        "saturation": 0.2,
+        "hue": 0.1,
+        "jitter_prob": 0.8 if color else 0.0,
+        "grayscale_prob": 0.2 if color else 0.0,
+        "global_blur_prob": (1.0, 0.1),
+        "local_blur_prob": 0.5,
+        "blur_sigma": (0.1, 2.0),
+        "global_solarize_prob": (0.0, 0.2) if color else (0.0, 0.0),
+        "local_solarize_prob": 0.0,
+    }
+    arguments.update(overrides)
+    return MultiCropAugmenter(global_size, local_size, n_local, seed=seed, **arguments)
+
+
+def _float_batch(images: Any) -> tf.Tensor:
+    """`images` as float32 in `[0, 1]`, after `ViewAugmenter`'s checks of rank, channels, dtype."""
+    images = tf.convert_to_tensor(images)
+    if images.shape.rank not in (3, 4):
+        raise ValueError(
+            f"{_OWNER} expects one image [height, width, channels] or a batch "
+            f"[batch, height, width, channels]. Received shape {images.shape}."
+        )
+    if images.shape[-1] not in (1, 3):
+        raise ValueError(
+            f"{_OWNER} expects channels-last images with 1 (grey) or 3 (RGB) channels. "
+            f"Received shape {images.shape}; transpose channels-first images to channels-last."
+        )
+    if None in images.shape[-3:-1]:
+        raise ValueError(
+            f"{_OWNER} needs images of static height and width (crop boxes depend on them). "
+            f"Received shape {images.shape}; resize the images or set the dataset's shape "
+            "with tf.ensure_shape."
+        )
+    if images.dtype.is_floating:
+        return tf.cast(images, tf.float32)
+    if images.dtype.is_integer:
+        return tf.image.convert_image_dtype(images, tf.float32)
+    raise ValueError(
+        f"{_OWNER} expects float images in [0, 1] or integer images. "
+        f"Received dtype {images.dtype.name}."
+    )
+
+
+def _check_probability(name: str, value: Any) -> float:
+    return check_number(name, value, low=0.0, high=1.0, owner=_OWNER)
+
+
+def _check_global_probabilities(name: str, value: Any) -> tuple[float, float]:
+    if is_real(value):
+        probability = _check_probability(name, value)
+        return probability, probability
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(
+            f"{_OWNER}: {name} must be a probability or a pair (first, second) of "
+            f"probabilities, one per global view. Received: {name}={value!r}"
+        )
+    return _check_probability(name, value[0]), _check_probability(name, value[1])
+
+
+def _check_scale(name: str, value: Any) -> tuple[float, float]:
+    scale = check_pair(name, value, low=0.0, high=1.0, owner=_OWNER)
+    if scale[0] <= 0.0:
+        raise ValueError(
+            f"{_OWNER}: {name} must be (min, max) with 0 < min <= max <= 1, fractions of the "
+            f"image area. Received: {name}={value!r}"
+        )
+    return scale
+
+
+def _check_size(name: str, value: Any) -> tuple[int, int]:
+    pair = (value, value) if is_int(value) else value
+    if (
+        isinstance(pair, (str, bytes))
+        or not isinstance(pair, Sequence)
+        or len(pair) != 2
+        or not all(is_int(v) and v > 0 for v in pair)
+    ):
+        raise ValueError(
+            f"{_OWNER}: {name} must be a positive integer or a pair (height, width) of "
+            f"positive integers. Received: {name}={value!r}"
+        )
+    return int(pair[0]), int(pair[1])
