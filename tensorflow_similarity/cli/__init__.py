@@ -34,7 +34,9 @@ for every option.
 
 `tfsim lookup --output DIR [--k 5] [--json] IMAGE_OR_FOLDER...` embeds images
 with a supervised run's model and prints their nearest indexed images
-(rank, class, distance), or JSON.
+(rank, class, distance), or JSON. `tfsim export RUN OUT [--k 5] [--tflite]`
+writes a finished run's model and index as a SavedModel with `embed` and
+`lookup` signatures that serves with TensorFlow alone (`serving`).
 
 What a training command writes to `--output` (default `tfsim-output`):
 

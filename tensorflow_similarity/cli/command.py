@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity.cli import devices, lookup, run_folder, run_lock
+from tensorflow_similarity.cli import devices, export, lookup, run_folder, run_lock
 from tensorflow_similarity.cli.data_fingerprint import check_unchanged, data_fingerprint
 from tensorflow_similarity.cli.errors import (
     EXIT_CLUSTER,
@@ -72,6 +72,7 @@ def main(
     status = main(["train-metric", "--algorithm", "multisimilarity", "--output", "sup"])
     status = main(["train", "--algorithm", "simclr", "--output", "run2"])  # either job
     status = main(["lookup", "--output", "sup", "--k", "3", "digit.png"])
+    status = main(["export", "sup", "served", "--k", "5", "--tflite"])
     ```
     """
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -147,6 +148,8 @@ def _run(
 ) -> int:
     if args.command == "lookup":
         return lookup.run(args)
+    if args.command == "export":
+        return export.run(args)
     output = Path(args.output).expanduser()
     chief = devices.is_chief_process(args.strategy)
     if chief:

@@ -111,18 +111,10 @@ def _run_settings(output: Path) -> dict[str, Any]:
     """Returns the run.json of a finished supervised run in `output`, or raises `UsageError`.
 
     The run's model.keras and index must be those its run.json recorded
-    when it finished (`run_folder.check_model_belongs`).
+    when it finished (`run_folder.check_run_files`).
     """
     train_it = f"train one with: tfsim train --algorithm multisimilarity --output {output}"
-    run_file = output / "run.json"
-    if not output.is_dir():
-        raise UsageError(f"--output {str(output)!r} is not a folder; {train_it}.")
-    if not run_file.is_file():
-        raise UsageError(f"{str(output)!r} holds no tfsim run (no run.json); {train_it}.")
-    state, words = run_folder.describe(output)
-    if state == "unreadable":
-        raise UsageError(f"{str(output)!r}: its run {words}; {train_it} --overwrite.")
-    run = json.loads(run_file.read_text())
+    run = run_folder.read_run(output, f"--output {str(output)!r}", train_it)
     algorithm = run.get("options", {}).get("algorithm")
     if algorithm not in SUPERVISED_ALGORITHMS:
         raise UsageError(
@@ -130,21 +122,7 @@ def _run_settings(output: Path) -> dict[str, Any]:
             f"has no index to look images up in. Lookup needs a supervised run; {train_it}-sup."
         )
     retrain = f"tfsim train --algorithm {algorithm} --output {output} --overwrite"
-    if not (output / "model.keras").is_file():
-        if state in ("interrupted", "no epoch"):
-            remedy = f"Finish it with: tfsim train --output {output} --resume"
-        elif state == "diverged":
-            remedy = f"Train it again with a lower --learning-rate: {retrain}"
-        else:
-            remedy = f"Train it again: {retrain}"
-        raise UsageError(f"{str(output)!r} has no model.keras: its run {words}. {remedy}")
-    if not index_path(output / "model.keras").is_dir():
-        raise UsageError(
-            f"{str(output)!r} has model.keras but no index "
-            f"({index_path(output / 'model.keras').name}/); train the run again to write it: "
-            f"{retrain}"
-        )
-    run_folder.check_model_belongs(output, run, retrain)
+    run_folder.check_run_files(output, run, retrain, "lookup")
     return run
 
 
@@ -173,7 +151,7 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
         images = np.stack([read_image(path, size, max_pixels=None) for path in paths])
     except ValueError as error:
         raise UsageError(str(error)) from None
-    model = _load_model(output / "model.keras", args.safe_mode)
+    model = load_run_model(output / "model.keras", args.safe_mode)
     try:
         model.load_index(output / "model.keras", safe_mode=args.safe_mode)
     except ValueError as error:
@@ -198,7 +176,7 @@ def neighbours(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def _load_model(file: Path, safe_mode: bool) -> keras.Model:
+def load_run_model(file: Path, safe_mode: bool) -> keras.Model:
     """Loads the run's `file`, or raises `UsageError` if it is cut short or safe mode refuses it."""
     # Keras says "File not found" of a .keras file that exists but is not a whole zip.
     if file.is_file() and not zipfile.is_zipfile(file):

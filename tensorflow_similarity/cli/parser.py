@@ -2,7 +2,7 @@
 
 The defaults it prints live in `defaults`; the checks and the resolution of
 the parsed options in `options`; the metric job's own options in
-`metric_options`, lookup's in `lookup`.
+`metric_options`, lookup's in `lookup`, export's in `export`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tensorflow_similarity.cli.defaults import (
     LARS_REFERENCE_BATCH,
 )
 from tensorflow_similarity.cli.errors import EXIT_USAGE
+from tensorflow_similarity.cli.export import add_export_command
 from tensorflow_similarity.cli.lookup import add_lookup_command
 from tensorflow_similarity.cli.metric_options import (
     SUPERVISED_ALGORITHMS,
@@ -358,7 +359,8 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     learning), each with its own job's options only; `train`, the
     compatible spelling of both, which runs the job its `--algorithm` names
     and takes both jobs' options (refusing the other job's after parsing,
-    in `resolve_defaults`); and `lookup`.
+    in `resolve_defaults`); `lookup`; and `export` (a run as a SavedModel
+    for serving).
 
     Args:
         suppress_defaults: Leave options that are not given out of the parsed
@@ -367,7 +369,7 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
 
     Returns:
         An `argparse.ArgumentParser` with the `pretrain`, `train-metric`,
-        `train` and `lookup` sub-commands.
+        `train`, `lookup` and `export` sub-commands.
     """
 
     def default(value: Any) -> Any:
@@ -389,4 +391,5 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
         )
         _add_run_arguments(command, default, jobs)
     add_lookup_command(commands)
+    add_export_command(commands)
     return parser

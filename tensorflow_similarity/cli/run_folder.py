@@ -12,7 +12,8 @@
   of a run's files says which run they are, even after a kill.
 * A finished run records in run.json (`"finished"`) the SHA-256 of its
   model.keras and of each file of its index, just before it deletes its
-  backup; `tfsim lookup` refuses a model or an index that does not match.
+  backup; `tfsim lookup` and `tfsim export` refuse a model or an index that
+  does not match (`read_run`, `check_run_files`).
 * A run that diverged (`errors.TrainingDiverged`) records when in run.json
   (`"diverged"`); `--resume` would repeat it and refuses.
 
@@ -273,13 +274,71 @@ def finish(output: Path) -> None:
     _update_run(output, finished={"sha256": _fingerprints(output)})
 
 
-def check_model_belongs(output: Path, run: dict[str, Any], retrain: str) -> None:
+def read_run(output: Path, shown: str, train_it: str) -> dict[str, Any]:
+    """Returns the run.json of the run in `output`, or raises `UsageError` saying why not.
+
+    Args:
+        output: The run's folder.
+        shown: How the message names the folder (`--output 'DIR'`).
+        train_it: The command that trains a run there, for the messages.
+
+    Raises:
+        UsageError: If `output` is not a folder, holds no run.json, or an
+            unreadable one.
+    """
+    if not output.is_dir():
+        raise UsageError(f"{shown} is not a folder; {train_it}.")
+    if not (output / RUN_FILE).is_file():
+        raise UsageError(f"{str(output)!r} holds no tfsim run (no run.json); {train_it}.")
+    state, words = describe(output)
+    if state == "unreadable":
+        raise UsageError(f"{str(output)!r}: its run {words}; {train_it} --overwrite.")
+    return json.loads((output / RUN_FILE).read_text())
+
+
+def check_run_files(
+    output: Path, run: dict[str, Any], retrain: str, command: str, index: bool = True
+) -> None:
+    """Raises `UsageError` unless model.keras (and its index) are there and are the run's.
+
+    Args:
+        output: The run's folder.
+        run: Its run.json (`read_run`).
+        retrain: The command that trains the run again, for the messages.
+        command: The command that reads them (`"lookup"`), for the messages.
+        index: Whether the index is needed too. Defaults to `True`.
+    """
+    state, words = describe(output)
+    if not (output / MODEL_FILE).is_file():
+        if state in ("interrupted", "no epoch"):
+            remedy = f"Finish it with: tfsim train --output {output} --resume"
+        elif state == "diverged":
+            remedy = f"Train it again with a lower --learning-rate: {retrain}"
+        else:
+            remedy = f"Train it again: {retrain}"
+        raise UsageError(f"{str(output)!r} has no {MODEL_FILE}: its run {words}. {remedy}")
+    if index and not (output / INDEX_DIR).is_dir():
+        without = " (or export the model alone: --no-index)" if command == "export" else ""
+        raise UsageError(
+            f"{str(output)!r} has {MODEL_FILE} but no index ({INDEX_DIR}/); train the run "
+            f"again to write it: {retrain}{without}"
+        )
+    check_model_belongs(output, run, retrain, command=command, index=index)
+
+
+def check_model_belongs(
+    output: Path, run: dict[str, Any], retrain: str, command: str = "lookup", index: bool = True
+) -> None:
     """Raises `UsageError` unless model.keras and its index are those run.json recorded.
 
     Args:
         output: A folder with run.json, model.keras and its index.
         run: Its run.json.
         retrain: The command that trains the run again, for the message.
+        command: The command that reads them, for the message. Defaults to
+            `"lookup"`.
+        index: Whether the index is checked too (else model.keras alone).
+            Defaults to `True`.
     """
     recorded = (run.get("finished") or {}).get("sha256")
     if not recorded:
@@ -300,6 +359,9 @@ def check_model_belongs(output: Path, run: dict[str, Any], retrain: str) -> None
         for name, digest in _fingerprints(output).items()
         if name in recorded or not _is_os_metadata(name.rsplit("/", 1)[-1])
     }
+    if not index:
+        recorded = {n: d for n, d in recorded.items() if n == MODEL_FILE}
+        found = {n: d for n, d in found.items() if n == MODEL_FILE}
     # In the order they were recorded: model.keras, then the index's files.
     differing = [n for n in {**recorded, **found} if recorded.get(n) != found.get(n)]
     if differing:
@@ -325,7 +387,7 @@ def check_model_belongs(output: Path, run: dict[str, Any], retrain: str) -> None
         raise UsageError(
             f"{str(output)!r}: {', '.join(parts)} {'is' if len(parts) == 1 else 'are'} not "
             f"what its run wrote ({'; '.join(details)}, since run.json recorded them: changed, "
-            f"or copied from another run); lookup will not mix two runs. {remedy}"
+            f"or copied from another run); {command} will not mix two runs. {remedy}"
         )
 
 

@@ -15,4 +15,4 @@ def test_a_truncated_model_file_is_named_truncated(tmp_path):
     keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(file)
     file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
     with pytest.raises(UsageError, match="truncated or corrupt"):
-        lookup._load_model(file, safe_mode=True)
+        lookup.load_run_model(file, safe_mode=True)

@@ -1,0 +1,147 @@
+"""`tfsim export RUN OUT`: a finished run's model and index as a SavedModel for serving.
+
+The SavedModel (`serving.export_model`) has an `embed` signature and, for a
+run with a non-empty index (a supervised run's: the training images of
+every class), a `lookup` signature whose `label_names` are the run's class
+names; it loads and serves with TensorFlow alone. The run folder is checked
+as `tfsim lookup` checks it (its run.json, and that model.keras and its
+index are the ones the run recorded) before the model is loaded, and an
+existing OUT is refused unless `--overwrite` (which replaces only an
+earlier export).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tensorflow_similarity.cli import run_folder
+from tensorflow_similarity.cli.errors import UsageError
+from tensorflow_similarity.cli.lookup import load_run_model
+from tensorflow_similarity.indexer import Indexer
+from tensorflow_similarity.models.index_mixin import index_path
+from tensorflow_similarity.serving import check_destination, export_model
+
+
+def add_export_command(commands: Any) -> None:
+    """Adds the `export` sub-command to the sub-parsers `commands`."""
+    export = commands.add_parser(
+        "export",
+        help="write a finished run's model and index as a SavedModel that serves with "
+        "TensorFlow alone",
+        description=(
+            "Write the model of a finished run (RUN/model.keras) and its index as a "
+            "TensorFlow SavedModel in OUT: an `embed` signature (images to embeddings) and, "
+            "when the index is not empty, a `lookup` signature (images to the --k nearest "
+            "indexed images: ids, distances, labels and class names), searched exactly in "
+            "the graph. It loads with tf.saved_model.load and serves under TensorFlow "
+            "Serving without tensorflow_similarity installed. Images are what training read: "
+            "RGB at the run's --image-size, float32 in [0, 1] (uint8 0-255 with --uint8)."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    export.add_argument("run", metavar="RUN", help="the folder of a finished tfsim run")
+    export.add_argument("out", metavar="OUT", help="the SavedModel folder to write")
+    export.add_argument("--k", type=int, default=5, help="neighbours `lookup` returns")
+    export.add_argument(
+        "--tflite",
+        action="store_true",
+        help="also write OUT/embed.tflite (and OUT/lookup.tflite): TensorFlow Lite models of "
+        "the signatures, for tf.lite.Interpreter or LiteRT on a device",
+    )
+    export.add_argument(
+        "--uint8",
+        action="store_true",
+        help="the signatures take uint8 images in 0-255 (scaled to [0, 1] in the graph)",
+    )
+    export.add_argument(
+        "--no-index",
+        dest="index",
+        action="store_false",
+        help="export `embed` alone, for a run without its index (or to leave it out)",
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT if it holds an earlier export (anything else is never deleted)",
+    )
+    export.add_argument(
+        "--no-safe-mode",
+        dest="safe_mode",
+        action="store_false",
+        help="load a run whose index or model holds pickled Python objects or code (Keras' "
+        "safe_mode=False): loading it runs that code, so only for a run you trust",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Writes the export and prints what it holds; returns 0.
+
+    Raises:
+        UsageError: For a bad `--k`, a folder without a finished run (or with
+            files its run did not write), a run without its index (unless
+            `--no-index`), or an OUT that exists (without `--overwrite`, or
+            holding something other than an export).
+    """
+    source = Path(args.run).expanduser()
+    out = Path(args.out).expanduser()
+    if args.k < 1:
+        raise UsageError(f"--k must be at least 1; got {args.k}.")
+    train_it = f"train one with: tfsim train-metric --output {source} (or tfsim pretrain)"
+    recorded = run_folder.read_run(source, f"RUN {str(source)!r}", train_it)
+    algorithm = recorded.get("options", {}).get("algorithm")
+    retrain = f"tfsim train --algorithm {algorithm} --output {source} --overwrite"
+    run_folder.check_run_files(source, recorded, retrain, "export", index=args.index)
+    try:
+        check_destination(out, args.overwrite)
+    except FileExistsError as error:
+        raise UsageError(
+            str(error).replace("overwrite=True (tfsim export --overwrite)", "--overwrite")
+        ) from None
+    model_file = source / run_folder.MODEL_FILE
+    k = args.k
+    if args.index:
+        size = int(Indexer.read_metadata(index_path(model_file))["size"])
+        if 0 < size < k:
+            print(f"tfsim: --k {k} is larger than the {size} indexed images; lookup returns all.")
+            k = size
+    model = load_run_model(model_file, args.safe_mode)
+    if args.index:
+        try:
+            model.load_index(model_file, safe_mode=args.safe_mode)
+        except ValueError as error:
+            raise UsageError(str(error).replace("safe_mode=False", "--no-safe-mode")) from None
+    try:
+        result = export_model(
+            model,
+            out,
+            k,
+            include_index=args.index,
+            uint8_input=args.uint8,
+            class_names=recorded.get("class_names"),
+            overwrite=args.overwrite,
+            tflite=args.tflite,
+            verbose=0,
+        )
+    except ValueError as error:
+        raise UsageError(str(error).replace("include_index=False", "--no-index")) from None
+    if "lookup" in result.signatures:
+        print(
+            f"tfsim: wrote {out}: signatures embed and lookup (k={result.k}, "
+            f"{result.index_size} indexed images, {result.distance} distance)."
+        )
+    elif not args.index:
+        print(f"tfsim: wrote {out}: signature embed only (--no-index).")
+    else:
+        print(
+            f"tfsim: wrote {out}: signature embed only: the run's index is empty (a "
+            "self-supervised run indexes nothing), so there is no lookup."
+        )
+    for file in result.tflite_files:
+        print(f"tfsim: wrote {file}.")
+    print(
+        f"tfsim: serve it with TensorFlow Serving (copy {out} to MODELS/NAME/1/), or load it with "
+        f"tf.saved_model.load({str(out)!r}).signatures['embed']."
+    )
+    return 0
