@@ -1,6 +1,7 @@
 """Models of tensorflow-similarity."""
 
 from tensorflow_similarity.models.contrastive import ContrastiveModel
+from tensorflow_similarity.models.dino_head import WeightNormalizedDense, build_dino_head
 from tensorflow_similarity.models.factory import create_contrastive_model
 from tensorflow_similarity.models.heads import (
     build_predictor,
@@ -16,6 +17,8 @@ __all__ = [
     "ContrastiveModel",
     "IndexMixin",
     "SimilarityModel",
+    "WeightNormalizedDense",
+    "build_dino_head",
     "build_predictor",
     "build_projector",
     "create_contrastive_model",

@@ -8,15 +8,23 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.l2_normalize import l2_normalize
-from tensorflow_similarity.models.algorithms import get_algorithm
+from tensorflow_similarity.models.algorithms import Forward, get_algorithm
 from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
+from tensorflow_similarity.models.momentum import check_momentum, clone_network, cosine_momentum
 from tensorflow_similarity.models.non_finite import fit_arguments, nan_unless_finite
-from tensorflow_similarity.models.view_pairs import is_stacked_pair, pack_view_pairs, split_views
+from tensorflow_similarity.models.view_pairs import (
+    group_micro_batches,
+    is_stacked_pair,
+    pack_view_pairs,
+    split_crops,
+    split_micro_batches,
+)
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -56,6 +64,27 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
     stopped. Sub-models built only by their first call make the model built
     at the end of `fit`.
 
+    A method with a momentum teacher (BYOL, MoCo v3, DINO) keeps
+    `teacher_backbone` and `teacher_projector`, copies of the student's
+    networks that the optimizer never touches. After each optimizer step every
+    teacher weight moves to `m * teacher + (1 - m) * student`, on every
+    replica alike, with `m` rising from `momentum` to 1 along the cosine
+    schedule over the run's optimizer steps (`total_steps`, or what `fit` is
+    asked for: `epochs` times the steps of an epoch, whatever `initial_epoch`
+    is). The teacher runs in training mode, so its batch norms normalise with
+    the batch's statistics and keep their own moving statistics.
+
+    With `accumulation_steps=N`, each optimizer step takes `N` consecutive
+    batches of the dataset: their gradients, each of its batch's loss divided
+    by `N`, are summed and applied once, as Keras'
+    `gradient_accumulation_steps` does, but inside one training step and so
+    under every strategy. The teacher and DINO's centre move once per applied
+    step; batch norm moving statistics move once per batch. An epoch of `fit`
+    then counts optimizer steps (`steps_per_epoch` too). For a loss that
+    compares samples across the batch (SimCLR, MoCo v3, Barlow Twins,
+    VICReg, DINO's centre) `N` accumulated batches are not one batch `N`
+    times larger: each batch's samples meet only each other.
+
     Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
     the per-dimension standard deviation of the L2-normalised outputs over the
     global batch (as one device holding it would compute it), averaged over
@@ -80,11 +109,23 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
             (batch norm normalises over both views), `False` one call per view.
             `None` (default) does what the algorithm's paper did (its
             `concat_views`): `True` for SimCLR, `False` for the others.
+        accumulation_steps: Batches per optimizer step (keyword-only, as the
+            three below). Defaults to 1.
+        momentum: The teacher's first-step momentum, in [0, 1]; `None`
+            (default) for the method's (BYOL 0.996, MoCo v3 0.99, DINO
+            0.996). Only for a method with a teacher.
+        total_steps: The optimizer steps of the whole run, for the momentum
+            schedule; `None` (default) takes them from `fit`.
+        algorithm_options: The method's own options (DINO: see
+            `models.algorithms.DINO`); `None` keeps its defaults.
         **kwargs: `keras.Model` keyword arguments (`name`, ...).
 
     Raises:
         ValueError: For an unknown `algorithm`, or heads it cannot train with
-            (SimSiam without a predictor).
+            (SimSiam without a predictor), a teacher-based method whose
+            backbone has no trainable weights, a `momentum` outside [0, 1] or
+            for a method without a teacher, `accumulation_steps` or
+            `total_steps` not a positive int, an unknown algorithm option.
         TypeError: If a sub-model is not a Keras model or `sync_bn` is invalid.
 
     Example:
@@ -114,9 +155,19 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
         sync_bn: bool | SyncBatchNormPlugin = False,
         augmenter: Any = None,
         concat_views: bool | None = None,
+        *,
+        accumulation_steps: int = 1,
+        momentum: float | None = None,
+        total_steps: int | None = None,
+        algorithm_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         method = get_algorithm(algorithm)
+        accumulation_steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
+        if total_steps is not None:
+            total_steps = check_int("total_steps", total_steps, minimum=1)
+        options = method.resolve_options(algorithm_options)
+        momentum = _teacher_momentum_argument(method, momentum, backbone)
         for name, sub_model in (("backbone", backbone), ("projector", projector)):
             if not isinstance(sub_model, keras.Model):
                 raise TypeError(f"{name} must be a keras.Model, got {type(sub_model).__name__}.")
@@ -144,10 +195,20 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
         self._views_concatenated = (
             method.concat_views if concat_views is None else bool(concat_views)
         )
+        self.accumulation_steps = accumulation_steps
+        self.momentum = momentum
+        self.total_steps = total_steps
+        self.algorithm_options = options
+        self.teacher_backbone = None
+        self.teacher_projector = None
+        if method.has_teacher:
+            self._create_teacher()
+        method.create_state(self)
         self._default_loss = method.default_loss()
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.proj_std_tracker = keras.metrics.Mean(name="proj_std")
         self.pred_std_tracker = keras.metrics.Mean(name="pred_std") if predictor else None
+        self.monitor_trackers = [keras.metrics.Mean(name=n) for n in method.monitor_names()]
         self._index_settings: dict[str, Any] | None = None
         # Last: building locks the model's state (Keras adds no layer or variable after).
         self._build_when_ready()
@@ -165,12 +226,50 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
         inputs = getattr(self.backbone, "inputs", None)
         self.build(tuple(inputs[0].shape) if inputs else None)
 
+    def _create_teacher(self) -> None:
+        """Makes the teacher's copies and the schedule's step counts (teacher methods only)."""
+        self.teacher_backbone = clone_network(self.backbone, "teacher_backbone")
+        self.teacher_projector = clone_network(self.projector, "teacher_projector")
+        for network in (self.teacher_backbone, self.teacher_projector):
+            # The layers stay trainable, so that batch norm runs in training mode; the
+            # variables are not, so that the optimizer never sees them.
+            for variable in network.trainable_weights:
+                variable.trainable = False
+        self.schedule_steps = self.add_weight(
+            name="schedule_steps",
+            shape=(2,),
+            dtype="int64",
+            initializer=keras.initializers.Constant([self.total_steps or 0, 0]),
+            trainable=False,
+        )
+
+    def teacher_pairs(self) -> tuple[list, list]:
+        """The teacher's weights and the student's they follow, in matching order."""
+        teachers, students = [], []
+        for teacher, student in (
+            (self.teacher_backbone, self.backbone),
+            (self.teacher_projector, self.projector),
+        ):
+            teachers.extend(teacher.weights[i] for i in _trainable_indices(student))
+            students.extend(student.trainable_weights)
+        return teachers, students
+
+    def teacher_momentum(self) -> tf.Tensor:
+        """The momentum of the optimizer step just applied (float64; see `cosine_momentum`)."""
+        step = tf.cast(self.optimizer.iterations, tf.float64) - 1.0
+        return cosine_momentum(tf.maximum(step, 0.0), self.schedule_steps[0], self.momentum)
+
+    @property
+    def steps_per_epoch(self) -> tf.Tensor:
+        """Optimizer steps per epoch as `fit` last set them (0 when unknown; teacher methods)."""
+        return self.schedule_steps[1]
+
     @property
     def metrics(self) -> list[keras.metrics.Metric]:
         trackers = [self.loss_tracker, self.proj_std_tracker]
         if self.pred_std_tracker is not None:
             trackers.append(self.pred_std_tracker)
-        return trackers
+        return trackers + list(self.monitor_trackers)
 
     def call(self, inputs, training=None, mask=None):
         """Returns the backbone's representations of `inputs` (see `predict`)."""
@@ -265,43 +364,131 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
         """
         args, keywords = fit_arguments(args, 4, callbacks, stop_on_non_finite)
         self._build_when_ready()
-        history = super().fit(pack_view_pairs(x), *args, **keywords, **kwargs)
+        x = pack_view_pairs(x, self._image_rank())
+        if self.accumulation_steps > 1:
+            x = group_micro_batches(x, self.accumulation_steps)
+        if self.teacher_backbone is not None:
+            self._set_schedule(x, args, kwargs)
+        history = super().fit(x, *args, **keywords, **kwargs)
         self._build_when_ready()
         return history
 
+    def embed(self, images, output: str = "backbone", batch_size: int = 256):
+        """The representations of `images`: the student's, or the momentum teacher's.
+
+        Args:
+            images: A batch of images.
+            output: `"backbone"` (default) or `"projector"`, the student's
+                networks; `"teacher"` or `"teacher_projector"`, the momentum
+                teacher's (DINO evaluates its teacher).
+            batch_size: Batch size of the forward passes. Defaults to 256.
+
+        Returns:
+            A NumPy array `[batch, dim]`.
+
+        Raises:
+            ValueError: For an unknown `output`, or a teacher's output of a
+                method without a teacher.
+        """
+        if output not in ("teacher", "teacher_projector"):
+            return super().embed(images, output=output, batch_size=batch_size)
+        if self.teacher_backbone is None:
+            raise ValueError(
+                f"output={output!r}: {self._method.display_name} has no momentum teacher. "
+                "Use output='backbone' or 'projector'."
+            )
+        encoder = self.teacher_backbone
+        if output == "teacher_projector":
+            encoder = keras.Sequential([self.teacher_backbone, self.teacher_projector])
+        return encoder.predict(images, batch_size=batch_size, verbose=0)
+
+    def _set_schedule(self, x: Any, args: tuple, kwargs: dict) -> None:
+        """Sets the momentum schedule's total and per-epoch optimizer steps from `fit`'s."""
+        epochs = args[1] if len(args) > 1 else kwargs.get("epochs", 1)
+        per_epoch = kwargs.get("steps_per_epoch")
+        if per_epoch is None and isinstance(x, tf.data.Dataset):
+            cardinality = int(x.cardinality())
+            per_epoch = cardinality if cardinality > 0 else None
+        if per_epoch is None and self.total_steps is None:
+            raise ValueError(
+                f"{self._method.display_name}'s momentum schedule needs the run's number of "
+                "optimizer steps, and fit cannot tell it from this input (an infinite or "
+                "unknown-length dataset). Pass steps_per_epoch=..., or total_steps=... to "
+                "the model."
+            )
+        total = self.total_steps or int(epochs) * int(per_epoch)
+        self.schedule_steps.assign([total, per_epoch or 0])
+
     def evaluate(self, x=None, *args, **kwargs):
         """`keras.Model.evaluate`, with view pairs packed as in `fit`."""
-        return super().evaluate(pack_view_pairs(x), *args, **kwargs)
+        return super().evaluate(pack_view_pairs(x, self._image_rank()), *args, **kwargs)
 
-    def train_step(self, data):
-        view1, view2 = self._views(data)
+    def micro_batch_gradients(self, data: Any) -> tuple[list, tf.Tensor, Forward]:
+        """The gradients of one batch's share of an optimizer step, applying nothing.
+
+        What `train_step` sums over its `accumulation_steps` batches: the
+        gradients of this replica's share of the batch's loss divided by
+        `accumulation_steps` (plus the regularisation losses likewise),
+        with respect to `trainable_variables`. Batch norms in training mode
+        update their moving statistics; nothing else changes.
+
+        Args:
+            data: One batch, as `fit` gives it (see `split_views`).
+
+        Returns:
+            `(gradients, share, forward)`: the gradients, this replica's share
+            of the batch's loss (not divided by `accumulation_steps`), and the
+            algorithm's `Forward`.
+        """
+        view1, view2, local_views = self._views(data)
         replicas = tf.cast(_num_replicas(), tf.float32)
+        parts = 1.0 / self.accumulation_steps
         with tf.GradientTape() as tape:
             # This replica's share of the global loss: Keras losses already divide by
             # the number of replicas, so the optimizer's sum over replicas is the whole.
-            share, z1, p1 = self._forward(view1, view2, training=True)
-            share = nan_unless_finite(share, (view1, view2), self.weights)
+            forward = self._forward(view1, view2, local_views, training=True)
+            share = nan_unless_finite(forward.loss, (view1, view2), self.weights)
             total = share
             if self.losses:
                 regularization = tf.add_n([tf.cast(x, tf.float32) for x in self.losses])
                 total = total + regularization / replicas
+            total = total * parts
             if self.optimizer is not None:
                 total = self.optimizer.scale_loss(total)
+        gradients = tape.gradient(total, self.trainable_variables)
+        return gradients, share, forward
+
+    def train_step(self, data):
         variables = self.trainable_variables
-        gradients = tape.gradient(total, variables)
-        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        return self._update_metrics(share * replicas, z1, p1)
+        replicas = tf.cast(_num_replicas(), tf.float32)
+        summed, statistics = None, None
+        for part in split_micro_batches(data, self.accumulation_steps):
+            gradients, share, forward = self.micro_batch_gradients(part)
+            summed = gradients if summed is None else _add_all(summed, gradients)
+            statistics = _add_statistics(statistics, forward.statistics)
+            logs = self._update_metrics(share * replicas, forward)
+        summed = self._method.adjust_gradients(self, summed, variables)
+        self.optimizer.apply_gradients(zip(summed, variables, strict=True))
+        self._method.after_update(self, statistics)
+        return logs
 
     def test_step(self, data):
-        view1, view2 = self._views(data)
-        share, z1, p1 = self._forward(view1, view2, training=False)
-        return self._update_metrics(share * tf.cast(_num_replicas(), tf.float32), z1, p1)
+        view1, view2, local_views = self._views(data)
+        forward = self._forward(view1, view2, local_views, training=False)
+        return self._update_metrics(forward.loss * tf.cast(_num_replicas(), tf.float32), forward)
 
     def _image_rank(self) -> int | None:
         return len(self.backbone.inputs[0].shape) if self.backbone.inputs else None
 
     def _views(self, data):
-        return split_views(data, self._image_rank(), self.augmenter)
+        view1, view2, local_views = split_crops(data, self._image_rank(), self.augmenter)
+        if local_views is not None and not self._method.uses_local_crops:
+            raise ValueError(
+                f"{self._method.display_name} takes two views per image, but the batches "
+                f"hold {local_views.shape[1]} local crops too. Only methods that use "
+                "multi-crop (DINO) take them: make two views, e.g. with n_local=0."
+            )
+        return view1, view2, local_views
 
     def encode_views(self, view1, view2, network: keras.Model, training: bool) -> tuple:
         """Runs `network` on both views: as one batch with `concat_views`, else one call each.
@@ -314,16 +501,20 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
             return tf.split(both, 2, axis=0)
         return network(view1, training=training), network(view2, training=training)
 
-    def _forward(self, view1, view2, training):
+    def _forward(self, view1, view2, local_views, training) -> Forward:
         loss = self.loss if self.loss is not None else self._default_loss
-        forward = self._method.forward(self, view1, view2, loss, training)
-        return tf.cast(forward.loss, tf.float32), forward.projection, forward.prediction
+        crops = {"local_views": local_views} if self._method.uses_local_crops else {}
+        forward = self._method.forward(self, view1, view2, loss, training, **crops)
+        return forward._replace(loss=tf.cast(forward.loss, tf.float32))
 
-    def _update_metrics(self, loss, z1, p1):
+    def _update_metrics(self, loss, forward: Forward):
         self.loss_tracker.update_state(loss)
-        self.proj_std_tracker.update_state(_normalised_std(z1))
-        if p1 is not None and self.pred_std_tracker is not None:
-            self.pred_std_tracker.update_state(_normalised_std(p1))
+        self.proj_std_tracker.update_state(_normalised_std(forward.projection))
+        if forward.prediction is not None and self.pred_std_tracker is not None:
+            self.pred_std_tracker.update_state(_normalised_std(forward.prediction))
+        monitors = forward.monitors or {}
+        for tracker in self.monitor_trackers:
+            tracker.update_state(monitors[tracker.name])
         results = {m.name: m.result() for m in self.metrics}
         if _multi_worker():
             # Keras 3 reduces logs across workers with `reduce(MEAN, axis=0)`, which
@@ -343,6 +534,10 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
                 "sync_bn": serialize(self.sync_bn) if self.sync_bn else False,
                 "augmenter": self._serialized_augmenter(),
                 "concat_views": self.concat_views,
+                "accumulation_steps": self.accumulation_steps,
+                "momentum": self.momentum,
+                "total_steps": self.total_steps,
+                "algorithm_options": self.algorithm_options,
             }
         )
         return config
@@ -370,6 +565,44 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
             if isinstance(config.get(key), dict):
                 config[key] = deserialize(config[key])
         return cls(**config)
+
+
+def _teacher_momentum_argument(method: Any, momentum: Any, backbone: Any) -> float | None:
+    """Checks `momentum` against the method; returns the teacher's base momentum or `None`."""
+    if not method.has_teacher:
+        if momentum is not None:
+            raise ValueError(
+                f"momentum={momentum!r} is a teacher's, and {method.display_name} has no "
+                "momentum teacher. Drop momentum=..., or use byol, mocov3 or dino."
+            )
+        return None
+    if isinstance(backbone, keras.Model) and not backbone.trainable_weights:
+        raise ValueError(
+            f"{method.display_name} trains a student that its momentum teacher follows, but "
+            f"the backbone {backbone.name!r} has no trainable weights (frozen?): the teacher "
+            "would never move. Set backbone.trainable = True."
+        )
+    return check_momentum(
+        "momentum", method.base_momentum if momentum is None else momentum, "ContrastiveModel"
+    )
+
+
+def _trainable_indices(network: keras.Model) -> list[int]:
+    """Positions in `network.weights` of its trainable weights (the clone's are at the same)."""
+    trainable = {id(v) for v in network.trainable_weights}
+    return [i for i, v in enumerate(network.weights) if id(v) in trainable]
+
+
+def _add_all(a: list, b: list) -> list:
+    return [x if y is None else y if x is None else x + y for x, y in zip(a, b, strict=True)]
+
+
+def _add_statistics(total: dict | None, more: dict | None) -> dict | None:
+    if more is None:
+        return total
+    if total is None:
+        return dict(more)
+    return {key: total[key] + value for key, value in more.items()}
 
 
 def _multi_worker() -> bool:

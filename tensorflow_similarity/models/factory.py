@@ -31,6 +31,10 @@ def create_contrastive_model(
     projector: keras.Model | None = None,
     predictor: keras.Model | None = None,
     projector_width: str = "scaled",
+    accumulation_steps: int = 1,
+    momentum: float | None = None,
+    total_steps: int | None = None,
+    algorithm_options: dict[str, Any] | None = None,
 ) -> ContrastiveModel:
     """Builds a `ContrastiveModel` with the paper's projector (and predictor) for `algorithm`.
 
@@ -45,16 +49,18 @@ def create_contrastive_model(
     Args:
         backbone: Keras model with a 2-D output `[batch, features]` (use a
             builder's `include_top=False` with a pooling).
-        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
-            registered algorithm's name (see `models.algorithms`).
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
+            `"mocov3"`, `"dino"` or another registered algorithm's name (see
+            `models.algorithms`).
         projector_hidden_dim: Projector hidden width; `None`: see
             `projector_width`.
         projector_output_dim: Projector output width; `None`: see
             `projector_width`.
         projector_hidden_layers: Projector hidden layers; `None` keeps the
             paper's (2).
-        predictor_hidden_dim: The predictor's bottleneck (SimSiam); `None`
-            uses a quarter of the projector output width.
+        predictor_hidden_dim: The predictor's hidden width; `None` uses the
+            paper's ratio to the projector output width (SimSiam a quarter,
+            BYOL and MoCo v3 16 times).
         sync_bn: `False`, `True` or a `SyncBatchNormPlugin`. Defaults to `False`.
         augmenter: Optional callable `images -> (view1, view2)`.
         concat_views: See `ContrastiveModel`. Defaults to `None`.
@@ -66,6 +72,13 @@ def create_contrastive_model(
             `None` builds one on the projector's output width.
         projector_width: `"scaled"` (default) or `"paper"`; see
             `projector_widths`.
+        accumulation_steps: Batches per optimizer step; see
+            `ContrastiveModel`. Defaults to 1.
+        momentum: A teacher method's base momentum; `None` for the paper's.
+        total_steps: The run's optimizer steps for the momentum schedule;
+            `None` takes them from `fit`.
+        algorithm_options: The method's own options (DINO's); see
+            `ContrastiveModel`.
 
     Returns:
         An uncompiled `ContrastiveModel`.
@@ -144,6 +157,10 @@ def create_contrastive_model(
         augmenter=augmenter,
         concat_views=concat_views,
         name=name,
+        accumulation_steps=accumulation_steps,
+        momentum=momentum,
+        total_steps=total_steps,
+        algorithm_options=algorithm_options,
     )
 
 

@@ -109,6 +109,7 @@ def build_predictor(
     name: str = "predictor",
     *,
     activation: Any = "relu",
+    output_bn: str | None = None,
 ) -> keras.Model:
     """Builds SimSiam's predictor: Dense without bias, BN, ReLU, then Dense back to `input_dim`.
 
@@ -119,6 +120,9 @@ def build_predictor(
         sync_bn: `False`, `True` or a `SyncBatchNormPlugin`. Defaults to `False`.
         name: Model name. Defaults to `"predictor"`.
         activation: Activation of the hidden layer. Defaults to `"relu"`.
+        output_bn: `None` (default): the output Dense has a bias and no batch
+            norm; `"none"`: a batch norm without affine after a Dense without
+            bias (MoCo v3's predictor).
 
     Returns:
         A Functional model `[batch, input_dim] -> [batch, input_dim]`.
@@ -132,7 +136,11 @@ def build_predictor(
     x = keras.layers.Dense(hidden_dim, use_bias=False, name=f"{name}_dense0")(inputs)
     x = batch_norm_layer(plugin, name=f"{name}_bn0")(x)
     x = _activation(activation, f"{name}_relu0")(x)
-    x = keras.layers.Dense(input_dim, name=f"{name}_dense_out")(x)
+    x = keras.layers.Dense(input_dim, use_bias=output_bn is None, name=f"{name}_dense_out")(x)
+    if output_bn is not None:
+        x = batch_norm_layer(
+            plugin, center=output_bn == "center", scale=False, name=f"{name}_bn_out"
+        )(x)
     return keras.Model(inputs, x, name=name)
 
 

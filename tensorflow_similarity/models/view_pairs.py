@@ -7,12 +7,14 @@ from typing import Any
 import tensorflow as tf
 
 
-def pack_view_pairs(x: Any) -> Any:
+def pack_view_pairs(x: Any, image_rank: int | None = None) -> Any:
     """Maps a `tf.data.Dataset` of `(view1, view2)` pairs to `[batch, 2, ...]` tensors.
 
     Keras 3's `fit` under `MultiWorkerMirroredStrategy` cannot take a tuple
     of distributed values (keras-team/keras#20585), while a single tensor
-    works under every strategy. Anything else is returned as is.
+    works under every strategy. A multi-crop pair `(global_views,
+    local_views)`, whose elements have one more axis than images of
+    `image_rank`, and anything else are returned as they are.
     """
     if not isinstance(x, tf.data.Dataset):
         return x
@@ -22,9 +24,78 @@ def pack_view_pairs(x: Any) -> Any:
         and len(spec) == 2
         and all(isinstance(s, tf.TensorSpec) for s in spec)
         and spec[0].shape.rank == spec[1].shape.rank
+        and (image_rank is None or spec[0].shape.rank == image_rank)
     ):
         return x.map(lambda a, b: tf.stack([a, b], axis=1))
     return x
+
+
+def group_micro_batches(x: Any, steps: int) -> Any:
+    """Groups `steps` consecutive batches of a dataset into one element, batch axis first.
+
+    Each element's tensors `[batch, ...]` become `[batch, steps, ...]`, so that
+    a strategy splits every one of the `steps` batches among its replicas as
+    it would split it alone; `split_micro_batches` takes them apart again.
+
+    Raises:
+        ValueError: If `x` is not a `tf.data.Dataset`, or its batches may differ
+            in size.
+    """
+    if not isinstance(x, tf.data.Dataset):
+        raise ValueError(
+            f"accumulation_steps={steps} takes its consecutive batches from a tf.data.Dataset; "
+            f"got {type(x).__name__}. Pass tf.data.Dataset.from_tensor_slices(...).batch(b, "
+            "drop_remainder=True)."
+        )
+    sizes = {spec.shape[0] for spec in tf.nest.flatten(x.element_spec)}
+    if None in sizes or len(sizes) != 1:
+        raise ValueError(
+            f"accumulation_steps={steps} needs batches of one fixed size, but the dataset's "
+            f"batch size is {sorted(sizes, key=str)} (unknown: a last, smaller batch). Batch "
+            "it with drop_remainder=True."
+        )
+
+    def batch_axis_first(*element):
+        element = element[0] if len(element) == 1 else element
+        return tf.nest.map_structure(lambda t: tf.experimental.numpy.swapaxes(t, 0, 1), element)
+
+    return x.batch(steps, drop_remainder=True).map(batch_axis_first)
+
+
+def split_micro_batches(data: Any, steps: int) -> list[Any]:
+    """Returns the `steps` batches of a `group_micro_batches` element (`[data]` for 1)."""
+    if steps == 1:
+        return [data]
+    return [tf.nest.map_structure(lambda t, i=i: t[:, i], data) for i in range(steps)]
+
+
+def split_crops(data: Any, image_rank: int | None, augmenter: Any) -> tuple[Any, Any, Any]:
+    """Returns the batch's `(view1, view2, local_views)`; `local_views` is `None` without.
+
+    A batch is a pair of views (see `split_views`), or a multi-crop pair
+    `(global_views, local_views)`: `[batch, 2, ...]` global crops and
+    `[batch, n, ...]` local crops, as given or as `augmenter(images)` makes
+    them. `n = 0` local crops is a pair of views.
+    """
+    while isinstance(data, (tuple, list)) and len(data) == 1:
+        data = data[0]
+    if not (isinstance(data, (tuple, list)) or is_stacked_pair(data, image_rank)):
+        if augmenter is None:
+            split_views(data, image_rank, augmenter)  # Raises its error.
+        data = augmenter(data)
+    if (
+        isinstance(data, (tuple, list))
+        and len(data) == 2
+        and is_stacked_pair(data[0], image_rank)
+        and image_rank is not None
+        and len(data[1].shape) == image_rank + 1
+    ):
+        global_views, local_views = data
+        if local_views.shape[1] == 0:
+            local_views = None
+        return global_views[:, 0], global_views[:, 1], local_views
+    view1, view2 = split_views(data, image_rank, None)
+    return view1, view2, None
 
 
 def is_stacked_pair(data: Any, image_rank: int | None) -> bool:

@@ -44,10 +44,36 @@ def toy():
 
 
 def test_the_built_in_methods_are_registered_in_order():
-    assert algorithm_names()[:4] == tuple(ALGORITHMS)
+    assert algorithm_names()[:7] == (*ALGORITHMS, "byol", "mocov3", "dino")
     assert get_algorithm("SimCLR") is get_algorithm("simclr")
-    with pytest.raises(ValueError, match="Unknown algorithm 'byol'. Use one of simsiam, simclr"):
-        get_algorithm("byol")
+    with pytest.raises(ValueError, match="Unknown algorithm 'swav'. Use one of simsiam, simclr"):
+        get_algorithm("swav")
+
+
+# The teachers' papers: projector (hidden layers, hidden, output, output batch norm), the
+# predictor's layers and output batch norm, the loss and the base momentum.
+TEACHER_PAPERS = {
+    "byol": ((1, 4096, 256, None), None, losses.BYOLLoss, 0.996),
+    "mocov3": ((2, 4096, 256, "none"), "predictor_bn_out", losses.MoCoV3Loss, 0.99),
+    "dino": ((2, 2048, 65536, None), None, losses.DINOLoss, 0.996),
+}
+
+
+@pytest.mark.parametrize("name", TEACHER_PAPERS)
+def test_each_teacher_method_declares_its_papers_heads_loss_and_momentum(name):
+    (layers, hidden, output, output_bn), predictor_bn, loss, momentum = TEACHER_PAPERS[name]
+    method = get_algorithm(name)
+    assert method.projector_widths(2048, "paper") == (hidden, output)
+    assert (method.projector.hidden_layers, method.projector.output_bn) == (layers, output_bn)
+    assert type(method.default_loss()) is loss
+    assert method.base_momentum == momentum and method.has_teacher
+    predictor = method.build_predictor(64)
+    assert (predictor is not None) == (name != "dino")
+    if predictor is not None:
+        assert predictor.get_layer("predictor_dense0").units == 16 * 64
+        names = [layer.name for layer in predictor.layers]
+        assert (predictor_bn in names) if predictor_bn else ("predictor_bn_out" not in names)
+    assert not get_algorithm("simclr").has_teacher
 
 
 # The papers' heads (hidden-output widths on ResNet-50, output batch norm), loss and

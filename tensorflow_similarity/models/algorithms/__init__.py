@@ -18,13 +18,19 @@ from tensorflow_similarity.models.algorithms.simsiam import SimSiam
 from tensorflow_similarity.models.algorithms.simclr import SimCLR
 from tensorflow_similarity.models.algorithms.barlow import BarlowTwins
 from tensorflow_similarity.models.algorithms.vicreg import VICReg
+from tensorflow_similarity.models.algorithms.byol import BYOL
+from tensorflow_similarity.models.algorithms.mocov3 import MoCoV3
+from tensorflow_similarity.models.algorithms.dino import DINO
 
 # isort: on
 
 __all__ = [
+    "BYOL",
+    "DINO",
     "BarlowTwins",
     "ContrastiveAlgorithm",
     "Forward",
+    "MoCoV3",
     "SimCLR",
     "SimSiam",
     "VICReg",

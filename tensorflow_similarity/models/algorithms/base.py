@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import keras
+import tensorflow as tf
 
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec, mlp_projector
+from tensorflow_similarity.models.momentum import assign_on_every_replica
 
 if TYPE_CHECKING:  # The driver imports this module; it is named here for the hints only.
     from tensorflow_similarity.models.contrastive import ContrastiveModel
@@ -20,11 +22,19 @@ class Forward(NamedTuple):
         loss: This replica's share of the global loss (a scalar).
         projection: The first view's projection, for the `proj_std` monitor.
         prediction: The first view's prediction, for `pred_std`, or `None`.
+        statistics: A dict of tensors, identical on every replica, that the
+            step sums over its micro-batches and hands to `after_update`
+            (DINO's sums of teacher outputs for its centre), or `None`.
+        monitors: A dict of scalar collapse monitors, each the global
+            batch's figure, logged under their names (see
+            `ContrastiveAlgorithm.monitor_names`), or `None`.
     """
 
     loss: Any
     projection: Any
     prediction: Any = None
+    statistics: Any = None
+    monitors: Any = None
 
 
 class ContrastiveAlgorithm:
@@ -52,6 +62,15 @@ class ContrastiveAlgorithm:
             `concat_views=None`: `True` runs both views as one batch (batch
             norm normalises over both), `False` one call per view.
         has_predictor: Whether the method puts a predictor on the projector.
+        base_momentum: A momentum teacher's first-step momentum, for a method
+            with one (BYOL, MoCo v3, DINO): the model then keeps a copy of
+            the backbone and projector that follows the student after each
+            optimizer step (see `after_update`). `None` (default): no teacher.
+        uses_local_crops: Whether the forward pass takes multi-crop local
+            views (DINO); other methods refuse them.
+        option_defaults: The method's own options and their defaults (DINO's
+            teacher temperatures, ...), set per model with
+            `algorithm_options`.
     """
 
     name: ClassVar[str]
@@ -59,6 +78,9 @@ class ContrastiveAlgorithm:
     projector: ClassVar[ProjectorSpec]
     concat_views: ClassVar[bool] = False
     has_predictor: ClassVar[bool] = False
+    base_momentum: ClassVar[float | None] = None
+    uses_local_crops: ClassVar[bool] = False
+    option_defaults: ClassVar[dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -67,6 +89,65 @@ class ContrastiveAlgorithm:
     def display_name(self) -> str:
         """`title`, or `name` when the class sets none."""
         return self.title or self.name
+
+    @property
+    def has_teacher(self) -> bool:
+        """Whether the method trains against a momentum teacher (`base_momentum` is set)."""
+        return self.base_momentum is not None
+
+    def resolve_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
+        """Returns `option_defaults` updated with `options`, checked.
+
+        Raises:
+            ValueError: For an option the method does not have, listing the
+                ones it has.
+        """
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.option_defaults))
+        if unknown:
+            known = ", ".join(self.option_defaults) or "none"
+            raise ValueError(
+                f"{self.display_name} has no option {', '.join(map(repr, unknown))}; "
+                f"its algorithm_options are: {known}."
+            )
+        return {**self.option_defaults, **options}
+
+    def monitor_names(self) -> tuple[str, ...]:
+        """Names of the extra collapse monitors `forward` returns in `Forward.monitors`."""
+        return ()
+
+    def create_state(self, model: ContrastiveModel) -> None:
+        """Adds the method's own variables to `model` (DINO's centre); none by default."""
+        del model
+
+    def adjust_gradients(self, model: ContrastiveModel, gradients: list, variables: list) -> list:
+        """Returns the step's gradients as the optimizer should apply them; as given by default.
+
+        Called once per optimizer step, in the replica context, on this
+        replica's summed gradients, before `apply_gradients`.
+        """
+        del model, variables
+        return gradients
+
+    def after_update(self, model: ContrastiveModel, statistics: dict[str, Any] | None) -> None:
+        """Runs after each optimizer step: moves the teacher towards the student.
+
+        The default, for a method with a teacher, sets each teacher weight to
+        `m * teacher + (1 - m) * student` with `m = model.teacher_momentum()`,
+        on every replica (`models.momentum.assign_on_every_replica`).
+        `statistics` are the `Forward.statistics` summed over the step's
+        micro-batches.
+        """
+        del statistics
+        if not self.has_teacher:
+            return
+        momentum = model.teacher_momentum()
+        teachers, students = model.teacher_pairs()
+        values = [
+            tf.cast(momentum, t.dtype) * t + tf.cast(1.0 - momentum, t.dtype) * s
+            for t, s in zip(teachers, students, strict=True)
+        ]
+        assign_on_every_replica(teachers, values)
 
     def default_loss(self) -> keras.losses.Loss:
         """Returns the paper's loss, used when `compile` is given none."""
@@ -158,6 +239,20 @@ class ContrastiveAlgorithm:
         """Returns the two views' projections: the backbone, then the projector."""
         h1, h2 = model.encode_views(view1, view2, model.backbone, training)
         return model.encode_views(h1, h2, model.projector, training)
+
+    @staticmethod
+    def teacher_project(
+        model: ContrastiveModel, view1: Any, view2: Any, training: bool = True
+    ) -> tuple:
+        """Returns the teacher's projections of the two views, without gradient.
+
+        In training the teacher runs in training mode, as the papers' teachers
+        do: its batch norms normalise with the batch's statistics (the global
+        batch's when synchronised) and update their own moving statistics.
+        """
+        h1, h2 = model.encode_views(view1, view2, model.teacher_backbone, training)
+        t1, t2 = model.encode_views(h1, h2, model.teacher_projector, training)
+        return tf.stop_gradient(t1), tf.stop_gradient(t2)
 
     @staticmethod
     def prediction_forward(
