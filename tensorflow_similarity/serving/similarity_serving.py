@@ -64,8 +64,11 @@ class SimilarityServing(tf.Module):
             found = raw_embeddings(images)
             return {"embeddings": l2_normalize(found, axis=1) if normalise else found}
 
+        # Concrete functions, traced once: saved as they are and as the signatures, so the
+        # index's constants are written once (a tf.function is traced again when saved).
         self.embed = tf.function(embed, input_signature=[spec], autograph=False)
-        functions = [self.embed.get_concrete_function()]
+        self.embed = self.embed.get_concrete_function()
+        functions = [self.embed]
         if index is not None:
 
             def lookup(images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -86,7 +89,8 @@ class SimilarityServing(tf.Module):
                 }
 
             self.lookup = tf.function(lookup, input_signature=[spec], autograph=False)
-            functions.append(self.lookup.get_concrete_function())
+            self.lookup = self.lookup.get_concrete_function()
+            functions.append(self.lookup)
         # What the traced functions read of the network (a ContrastiveModel's backbone, not
         # its heads), tracked so that they are saved; the network itself is not.
         seen: dict[int, tf.Variable] = {}
@@ -97,7 +101,7 @@ class SimilarityServing(tf.Module):
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """The serving signatures, by name: `embed`, and `lookup` when there is an index."""
-        found = {"embed": self.embed.get_concrete_function()}
+        found = {"embed": self.embed}
         if hasattr(self, "lookup"):
-            found["lookup"] = self.lookup.get_concrete_function()
+            found["lookup"] = self.lookup
         return found

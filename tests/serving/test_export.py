@@ -347,3 +347,31 @@ def test_an_existing_destination_is_refused_unless_overwrite_replaces_an_export(
 def test_convert_to_tflite_refuses_an_unknown_signature(trained):
     with pytest.raises(ValueError):
         convert_to_tflite(trained.export.path, "nearest")
+
+
+def test_the_index_is_written_once_into_saved_model_pb(tmp_path):
+    model = tiny_model(dim=64)
+    x = np.random.default_rng(4).normal(size=(4000, 6)).astype(np.float32)
+    model.index(x, np.arange(4000) % 7, verbose=0)
+    export = export_model(model, tmp_path / "served", verbose=0)
+    index_bytes = snapshot_index(model._index).nbytes
+    assert index_bytes > 1_000_000
+    pb_bytes = (export.path / "saved_model.pb").stat().st_size
+    # The arrays once, plus the graph (tens of kilobytes): not twice, as a retrace would write.
+    assert index_bytes < pb_bytes < index_bytes + 200_000
+
+
+def test_a_faiss_index_is_searched_exactly_over_its_embeddings(tmp_path):
+    inputs = keras.Input((6,))
+    model = SimilarityModel(inputs, keras.layers.Dense(4)(inputs))
+    model.compile("adam", distance="cosine", search="faiss")
+    rng = np.random.default_rng(5)
+    model.index(rng.normal(size=(40, 6)).astype(np.float32), np.arange(40) % 5, verbose=0)
+    queries = rng.normal(size=(10, 6)).astype(np.float32)
+    export = export_model(model, tmp_path / "served", k=3, verbose=0)
+    found = tf.saved_model.load(str(export.path)).signatures["lookup"](images=queries)
+    lookups = model.lookup(queries, k=3, verbose=0)
+    np.testing.assert_array_equal(found["labels"], [[n.label for n in row] for row in lookups])
+    np.testing.assert_allclose(
+        found["distances"], [[n.distance for n in row] for row in lookups], atol=1e-5
+    )
