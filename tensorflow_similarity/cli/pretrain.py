@@ -48,7 +48,14 @@ AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {
     "barlow": augmenters.barlow_augmenter,
     # VICReg trains on Barlow Twins' views (Bardes et al., 2022, appendix C).
     "vicreg": augmenters.barlow_augmenter,
+    # BYOL's and MoCo v3's views are SimCLR's crops, flips, jitter and blur (their papers
+    # add solarisation to one view); DINO's two global views here carry no local crops.
+    "byol": augmenters.simclr_augmenter,
+    "mocov3": augmenters.simclr_augmenter,
+    "dino": augmenters.simclr_augmenter,
 }
+# DINO warms its teacher temperature up over 30 of its 100 or more epochs: a third of a run.
+DINO_WARMUP_FRACTION = 0.3
 
 
 def view_augmenter(args: argparse.Namespace) -> augmenters.ViewAugmenter:
@@ -105,6 +112,13 @@ def view_batches(
     )
 
 
+def algorithm_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The method's own options for a run of `args.epochs` (DINO's warm-up, else none)."""
+    if args.algorithm != "dino":
+        return None
+    return {"warmup_teacher_temperature_epochs": int(DINO_WARMUP_FRACTION * args.epochs)}
+
+
 class PretrainJob(Job):
     """Self-supervised pretraining of a `ContrastiveModel` (`tfsim pretrain`).
 
@@ -157,6 +171,7 @@ class PretrainJob(Job):
             projector_output_dim=args.projector_dim,
             predictor_hidden_dim=max(args.projector_dim // 4, 1),
             sync_bn=sync_bn,
+            algorithm_options=algorithm_options(args),
         )
         self.model.compile(optimizer=scheduled_optimizer(args, steps_per_epoch))
         self.model(tf.zeros((1, size, size, 3)))
