@@ -261,3 +261,49 @@ def test_bad_arguments_are_refused_before_any_work():
     model.compile(optimizer="sgd")
     with pytest.raises(ValueError, match="steps_per_epoch"):
         model.fit(endless, epochs=1, verbose=0)
+
+
+def mwms_run(strategy, views_npz, initial):
+    """BYOL + LARS + accumulation for 2 optimizer steps; returns the losses and weights.
+
+    Shared by the multi-worker test and its worker script (`mwms_teacher_worker.py`),
+    which calls it under `MultiWorkerMirroredStrategy`.
+    """
+    from tensorflow_similarity.optimizers import LARS
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    data = (
+        tf.data.Dataset.from_tensor_slices((views_npz["view1"], views_npz["view2"]))
+        .batch(8, drop_remainder=True)
+        .with_options(options)
+    )
+    with strategy.scope():
+        model = teacher_model("byol", accumulation_steps=2)
+        model.set_weights(initial)
+        model.compile(optimizer=LARS(0.5, momentum=0.9, weight_decay=1e-3, eta=0.05))
+    history = model.fit(data, epochs=1, verbose=0)
+    return history.history["loss"], [w.numpy() for w in model.weights]
+
+
+def test_lars_and_accumulation_on_two_workers_match_one_device(tmp_path):
+    """BYOL's teacher, LARS and accumulation under a 2-process MultiWorkerMirroredStrategy."""
+    from pathlib import Path
+
+    from tests.distributed import run_local_workers
+
+    view1, view2 = views(7, 32)
+    np.savez(tmp_path / "views.npz", view1=view1, view2=view2)
+    initial = teacher_model("byol").get_weights()
+    np.savez(tmp_path / "initial.npz", **{f"w{i}": w for i, w in enumerate(initial)})
+    loss, expected = mwms_run(
+        tf.distribute.get_strategy(), np.load(tmp_path / "views.npz"), initial
+    )
+    run_local_workers(Path(__file__).with_name("mwms_teacher_worker.py"), 2, [str(tmp_path)], 300)
+    for task in range(2):
+        got = np.load(tmp_path / f"worker{task}.npz")
+        np.testing.assert_allclose(got["loss"], loss, rtol=1e-12)
+        for i, reference in enumerate(expected):
+            scale = max(1.0, float(np.max(np.abs(reference)))) if reference.size else 1.0
+            np.testing.assert_allclose(got[f"w{i}"], reference, rtol=0, atol=1e-12 * scale)
+    assert not np.allclose(expected[0], initial[0])  # The steps moved the weights.
