@@ -26,6 +26,9 @@ ADAM_LEARNING_RATE = 1e-3
 # linearly to --batch-size; SimCLR's LARS rate at 256 (Chen et al., 2020, appendix B.6).
 LARS_LEARNING_RATE = 0.3
 LARS_REFERENCE_BATCH = 256
+# --lars-exclude: the kinds of variable LARS leaves out of weight decay and adaptation, and the
+# substrings of variable paths each selects ("bias,norm", the default, is LARS' own rule).
+LARS_EXCLUSIONS = {"bias": ("bias",), "norm": ("gamma", "beta")}
 # Defaults of each job that depend on the embedded data set (the others apply otherwise).
 DATA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "glyphs": {

@@ -14,9 +14,10 @@ import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.callbacks.stop_on_non_finite import StopOnNonFinite
-from tensorflow_similarity.cli.defaults import LARS_REFERENCE_BATCH
+from tensorflow_similarity.cli.defaults import LARS_EXCLUSIONS, LARS_REFERENCE_BATCH
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.optimizers import LARS, scaled_learning_rate
+from tensorflow_similarity.optimizers.lars import BIAS_AND_NORM
 from tensorflow_similarity.schedules import WarmupCosineDecay
 
 
@@ -112,17 +113,21 @@ def pixel_vectors(images: np.ndarray) -> np.ndarray:
 
 
 def make_optimizer(
-    name: str, learning_rate: float | keras.optimizers.schedules.LearningRateSchedule
+    name: str,
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule,
+    lars_exclude: str | None = None,
 ) -> keras.optimizers.Optimizer:
     """The `--optimizer` of a run: SGD (momentum 0.9, weight decay 5e-4), Adam or LARS.
 
     LARS has SimCLR's settings (Chen et al., 2020): momentum 0.9, weight decay
-    1e-6, trust coefficient 0.001, batch norm parameters and biases excluded.
+    1e-6, trust coefficient 0.001, and by default batch norm parameters and
+    biases excluded (`lars_exclusion` of `--lars-exclude`).
     """
     if name == "adam":
         return keras.optimizers.Adam(learning_rate)
     if name == "lars":
-        return LARS(learning_rate, momentum=0.9, weight_decay=1e-6, eta=0.001)
+        exclude = lars_exclusion(lars_exclude)
+        return LARS(learning_rate, momentum=0.9, weight_decay=1e-6, eta=0.001, exclude=exclude)
     return keras.optimizers.SGD(learning_rate, momentum=0.9, weight_decay=5e-4)
 
 
@@ -165,7 +170,21 @@ def scheduled_optimizer(
         schedule = WarmupCosineDecay(peak, total_steps=steps, warmup_steps=steps // 10)
     else:
         schedule = keras.optimizers.schedules.CosineDecay(peak, decay_steps=steps)
-    return make_optimizer(args.optimizer, schedule)
+    return make_optimizer(args.optimizer, schedule, getattr(args, "lars_exclude", None))
+
+
+def lars_exclusion(kinds: str | None) -> Any:
+    """LARS' `exclude` for a `--lars-exclude` value (checked by `cli.options`).
+
+    `None` or `"bias,norm"`: LARS' own rule (`optimizers.is_bias_or_norm`);
+    `"none"`: nothing; else the substrings of the kinds named (`LARS_EXCLUSIONS`).
+    """
+    names = sorted(set((kinds or "bias,norm").split(",")))
+    if names == ["bias", "norm"]:
+        return BIAS_AND_NORM  # LARS' default rule, which a saved model keeps by name.
+    if names == ["none"]:
+        return []
+    return [part for name in names for part in LARS_EXCLUSIONS[name]]
 
 
 def sync_bn_policy(args: argparse.Namespace) -> bool | GroupSyncBatchNorm:

@@ -26,6 +26,7 @@ from tensorflow_similarity.cli.defaults import (
     DEFAULT_METRIC_ALGORITHM,
     JOB_DEFAULTS,
     JOB_TITLES,
+    LARS_EXCLUSIONS,
     LARS_LEARNING_RATE,
 )
 from tensorflow_similarity.cli.errors import UsageError
@@ -55,6 +56,7 @@ RUN_OPTIONS = (
     "batch_size",
     "optimizer",
     "learning_rate",
+    "lars_exclude",
     "projector_dim",
     "seed",
     "limit",
@@ -237,6 +239,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--limit must be at least 2 images; got {args.limit}.")
     if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
         raise UsageError(f"--learning-rate must be positive; got {args.learning_rate}.")
+    check_lars_exclude(args)
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer; got {args.seed}.")
     # None: resumed from a run.json written before --width existed (the full width).
@@ -263,6 +266,27 @@ def check_numbers(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--sync-group-size must be a positive integer; got {args.sync_group_size}."
             )
+
+
+def check_lars_exclude(args: argparse.Namespace) -> None:
+    """Refuses `--lars-exclude` without `--optimizer lars`, or naming an unknown kind."""
+    value = getattr(args, "lars_exclude", None)
+    if value is None:
+        return
+    if args.optimizer != "lars":
+        raise UsageError(
+            f"--lars-exclude chooses what LARS leaves out, but --optimizer is {args.optimizer}. "
+            "Add --optimizer lars, or drop --lars-exclude."
+        )
+    kinds = value.split(",")
+    if kinds == ["none"]:
+        return
+    unknown = [kind for kind in kinds if kind not in LARS_EXCLUSIONS]
+    if unknown or not kinds:
+        raise UsageError(
+            f"--lars-exclude {value!r}: unknown kind {', '.join(map(repr, unknown))}. Use "
+            f"bias, norm, bias,norm or none."
+        )
 
 
 def check_output(output: Path) -> None:

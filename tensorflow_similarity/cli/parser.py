@@ -236,6 +236,14 @@ def _add_run_arguments(
         "decay. Default: " + _data_default_text("optimizer", jobs),
     )
     command.add_argument(
+        "--lars-exclude",
+        default=default(None),
+        metavar="KINDS",
+        help="with --optimizer lars, the variables left out of weight decay and trust-ratio "
+        "adaptation: bias, norm (batch norm's scale and offset), bias,norm or none. Default: "
+        "bias,norm",
+    )
+    command.add_argument(
         "--learning-rate",
         type=float,
         default=default(None),

@@ -66,6 +66,31 @@ def test_lars_refuses_a_learning_rate_that_is_not_positive_before_any_work(tmp_p
     assert not output.exists()
 
 
+@pytest.mark.parametrize(
+    ("kinds", "expected"),
+    [("bias", ["bias"]), ("norm", ["gamma", "beta"]), ("norm,bias", "bias_and_norm"), ("none", [])],
+)
+def test_lars_exclude_chooses_what_lars_leaves_out(kinds, expected):
+    args = resolved(["pretrain", "--optimizer", "lars", "--lars-exclude", kinds])
+    optimizer = scheduled_optimizer(args, steps_per_epoch=5)
+    assert optimizer.exclude == (expected if isinstance(expected, str) else tuple(expected))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--optimizer", "lars", "--lars-exclude", "bias,gamma"], "unknown kind 'gamma'"),
+        (["--optimizer", "lars", "--lars-exclude", ""], "unknown kind ''"),
+        (["--optimizer", "sgd", "--lars-exclude", "bias"], "--optimizer is sgd"),
+    ],
+)
+def test_lars_exclude_refuses_an_unknown_kind_before_any_work(tmp_path, capsys, argv, message):
+    output = tmp_path / "run"
+    assert main(["pretrain", *argv, "--output", str(output)]) == 2
+    assert message in capsys.readouterr().err
+    assert not output.exists()
+
+
 @pytest.mark.slow
 def test_lars_run_reports_its_resolved_learning_rate(tmp_path):
     output = tmp_path / "run"
