@@ -89,6 +89,10 @@ SCRIPT_SECTIONS = {
         "benchmark.glyphs.ssl_length",
         "The self-supervised job on glyphs by width and length of run",
     ),
+    "glyphs_teachers.json": (
+        "benchmark.glyphs.teachers",
+        "Momentum teachers beside SimCLR on glyphs",
+    ),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
     "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),

@@ -17,6 +17,7 @@ ENTRY_POINTS = (
     "benchmark.replica_rows",
     "benchmark.glyphs.runs",
     "benchmark.glyphs.ssl_length",
+    "benchmark.glyphs.teachers",
     "benchmark.metric.losses",
     "benchmark.metric.small_batch",
     "benchmark.self_supervised.quality",
