@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -409,6 +410,9 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
         if per_epoch is None and isinstance(x, tf.data.Dataset):
             cardinality = int(x.cardinality())
             per_epoch = cardinality if cardinality > 0 else None
+        elif per_epoch is None and hasattr(x, "shape"):  # Arrays, batched by Keras.
+            batch_size = args[0] if args else kwargs.get("batch_size") or 32
+            per_epoch = math.ceil(x.shape[0] / batch_size)
         if per_epoch is None and self.total_steps is None:
             raise ValueError(
                 f"{self._method.display_name}'s momentum schedule needs the run's number of "

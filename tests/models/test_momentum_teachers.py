@@ -307,3 +307,39 @@ def test_lars_and_accumulation_on_two_workers_match_one_device(tmp_path):
             scale = max(1.0, float(np.max(np.abs(reference)))) if reference.size else 1.0
             np.testing.assert_allclose(got[f"w{i}"], reference, rtol=0, atol=1e-12 * scale)
     assert not np.allclose(expected[0], initial[0])  # The steps moved the weights.
+
+
+@pytest.mark.parametrize("num_replicas", [1, 2])
+def test_dino_clips_each_global_gradient_and_freezes_its_prototypes(num_replicas):
+    """One plain SGD step: each variable moves by lr * clip (its clipped gradient's norm)."""
+    options = {"clip_grad": 1e-3, "freeze_last_layer_epochs": 1}
+    scope = mirrored_strategy(num_replicas).scope() if num_replicas > 1 else _no_scope()
+    with scope:
+        model = teacher_model("dino", algorithm_options=options)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5))
+    before = [v.numpy() for v in model.trainable_variables]
+    model.fit(view_batches(1), epochs=1, verbose=0)
+    prototypes = {id(w) for w in model.projector.layers[-1].trainable_weights}
+    for variable, start in zip(model.trainable_variables, before, strict=True):
+        step = np.linalg.norm(variable.numpy() - start)
+        if id(variable) in prototypes:
+            assert step == 0, variable.path  # Frozen for the first epoch.
+        else:
+            # No step is longer than lr * clip; a gradient longer than the clip is cut to it
+            # (DINO's factor is clip / (norm + 1e-6): within 1e-4 for a norm of 0.01 or more).
+            assert step <= 0.5 * 1e-3 * (1 + 1e-6), variable.path
+            if step > 1e-4:
+                assert step == pytest.approx(0.5 * 1e-3, rel=1e-4), variable.path
+    assert (
+        sum(
+            np.linalg.norm(v.numpy() - b) > 1e-4
+            for v, b in zip(model.trainable_variables, before, strict=True)
+        )
+        > 5
+    )
+
+
+def _no_scope():
+    import contextlib
+
+    return contextlib.nullcontext()

@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity import losses
-from tensorflow_similarity.collectives import global_sum
+from tensorflow_similarity.collectives import global_sum, sync_replica_context
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
@@ -220,7 +220,10 @@ def _clip_each(gradients: list, max_norm: float, optimizer: Any) -> list:
     present = [i for i, g in enumerate(gradients) if g is not None]
     if not present:
         return gradients
-    summed = [global_sum(gradients[i]) for i in present]
+    ctx = sync_replica_context()
+    summed = [gradients[i] for i in present]
+    if ctx is not None:  # One batched all-reduce of every gradient.
+        summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, summed)
     scale = getattr(optimizer, "dynamic_scale", None)
     bound = max_norm if scale is None else max_norm * tf.cast(scale, tf.float32)
     clipped = list(gradients)
