@@ -244,6 +244,29 @@ class ContrastiveModel(BackboneIndexMixin, keras.Model):
             trainable=False,
         )
 
+    def _teacher_weights(self) -> list:
+        networks = (self.teacher_backbone, self.teacher_projector)
+        return [w for network in networks if network is not None for w in network.weights]
+
+    def _without_teacher(self, variables: list) -> list:
+        teacher = {id(w) for w in self._teacher_weights()}
+        return [v for v in variables if id(v) not in teacher]
+
+    # The teacher's weights are never the optimizer's, even after `model.trainable` is set
+    # back to `True` (which marks every variable of the model trainable again).
+    @property
+    def trainable_weights(self) -> list:
+        return self._without_teacher(super().trainable_weights)
+
+    @property
+    def trainable_variables(self) -> list:
+        return self._without_teacher(super().trainable_variables)
+
+    @property
+    def non_trainable_weights(self) -> list:
+        kept = {id(v) for v in self.trainable_weights}
+        return [v for v in self.weights if id(v) not in kept]
+
     def teacher_pairs(self) -> tuple[list, list]:
         """The teacher's weights and the student's they follow, in matching order."""
         teachers, students = [], []

@@ -343,3 +343,14 @@ def _no_scope():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_the_optimizer_never_sees_the_teacher_even_after_unfreezing():
+    model = teacher_model("byol")
+    teacher = {id(w) for w in model.teacher_backbone.weights + model.teacher_projector.weights}
+    model.trainable = False
+    model.trainable = True  # Keras marks every variable trainable again.
+    assert not teacher & {id(v) for v in model.trainable_variables}
+    assert not teacher & {id(v) for v in model.trainable_weights}
+    assert teacher <= {id(v) for v in model.non_trainable_weights}
+    assert len(model.trainable_weights) + len(model.non_trainable_weights) == len(model.weights)
