@@ -222,6 +222,30 @@ def pipeline_rate(
     return batches * batch_size / (time.perf_counter() - start)
 
 
+def in_step_rate(
+    factory: Callable[..., ViewAugmenter | MultiCropAugmenter],
+    images: np.ndarray,
+    batch_size: int,
+    batches: int,
+) -> float:
+    """Images per second turned into views inside a compiled step, as with `augmenter=`.
+
+    `ContrastiveModel(..., augmenter=...)` makes the views in its training
+    step from a batch already on the device: here the augmenter alone in a
+    `tf.function` on a device-resident batch, `batches` calls after one
+    warm-up (tracing) call, each waited for.
+    """
+    augmenter = factory(images.shape[1], seed=0)
+    batch = tf.constant(images[:batch_size])
+    step = tf.function(lambda x, n: augmenter(x, step=n))
+    tf.nest.map_structure(lambda t: t.numpy(), step(batch, tf.constant(0, tf.int64)))
+    gc.collect()
+    start = time.perf_counter()
+    for n in range(batches):
+        tf.nest.map_structure(lambda t: t.numpy(), step(batch, tf.constant(n, tf.int64)))
+    return batches * batch_size / (time.perf_counter() - start)
+
+
 def transforms(size: int) -> dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]]:
     """Each transform of a SimCLR view at `size` pixels: `(images, seed) -> images`."""
     kernel = (blur_kernel_size(size), blur_kernel_size(size))
@@ -275,7 +299,9 @@ def measure_pipelines(
         images = random_images(2 * batch_size, size, channels, seed)
         variants = (False, True) if name in WITH_PREVIOUS else (False,)
         rates: dict[bool, list[float]] = {variant: [] for variant in variants}
+        in_step = []
         for repeat in range(repeats):
+            in_step.append(in_step_rate(AUGMENTERS[name], images, batch_size, batches))
             order = variants if repeat % 2 == 0 else variants[::-1]
             for previous in order:
                 factory = AUGMENTERS[name]
@@ -287,6 +313,7 @@ def measure_pipelines(
             "size": size,
             "images_per_s": statistics.median(rates[False]),
             "previous_images_per_s": statistics.median(rates[True]) if True in rates else None,
+            "in_step_images_per_s": statistics.median(in_step),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -320,12 +347,14 @@ def render_markdown(payload: dict) -> str:
             + ("One run" if payload["repeats"] == 1 else f"Medians of {payload['repeats']} runs")
             + f" of {payload['batches']} batches each, timed from the "
             "iterator's creation (after tracing). "
-            "'previous': the colour jitter and blur before they were batched.",
+            "'previous': the colour jitter and blur before they were batched. 'in the step': "
+            "the augmenter alone in a `tf.function` on a batch already in memory, as "
+            "`ContrastiveModel(augmenter=...)` runs it inside its training step.",
             "",
             "## Through tf.data (images per second)",
             "",
             markdown_table(
-                ["augmenter", "pixels", "now", "previous", "speed-up"],
+                ["augmenter", "pixels", "now", "previous", "speed-up", "in the step"],
                 [
                     [
                         row["augmenter"],
@@ -333,6 +362,7 @@ def render_markdown(payload: dict) -> str:
                         rate(row["images_per_s"]),
                         rate(row["previous_images_per_s"]),
                         speedup(row),
+                        rate(row.get("in_step_images_per_s")),
                     ]
                     for row in pipelines
                 ],
