@@ -1,15 +1,15 @@
 """The arrays an exported `lookup` holds: an index's keys, ids and labels, and their size limit.
 
 An exported `lookup` searches the index exactly, in the graph, over these
-arrays held as graph constants (see `SimilarityServing`). A graph constant
-is serialised inside the SavedModel's `saved_model.pb`, a protocol buffer,
-and protocol buffers cannot exceed 2 GiB (`2**31 - 1` bytes): past it
-`tf.saved_model.save` fails to serialise, and TensorFlow Lite's FlatBuffers
-have the same 2 GiB limit. `MAX_INDEX_BYTES`, 1 GiB, keeps the arrays to
-half of it, which leaves room for the network's own graph and for the
-copies conversion makes; `benchmark/serving_size.py` measures what the
-arrays add to `saved_model.pb` (their bytes, plus about a kilobyte) and
-what happens past 2 GiB.
+arrays held as variables (see `SimilarityServing`); its TensorFlow Lite
+conversion freezes them into `lookup.tflite`, a FlatBuffer, which cannot
+exceed 2 GiB, and the class names are a constant in `saved_model.pb`, a
+protocol buffer with the same limit. `MAX_INDEX_BYTES`, 1 GiB, keeps the
+arrays to half of it, which leaves room for the network and the
+converter's copies; a server also holds them in memory and scans them all
+for each query, where an approximate index (faiss) is the tool past that.
+`benchmark/serving_size.py` measures the SavedModel, its loading, the first
+and later `lookup`s and the TFLite conversion up to the limit and past it.
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def check_index_size(size: int, dim: int, max_bytes: int = MAX_INDEX_BYTES, name
     raise ValueError(
         f"The index holds {size} embeddings of size {dim}: {needed / 2**20:.1f} MiB in the "
         f"exported graph, over the limit of {max_bytes / 2**20:.0f} MiB "
-        "(tensorflow_similarity.serving.MAX_INDEX_BYTES). An exported lookup holds the index "
-        "as graph constants, which a SavedModel's protocol buffer (and a TensorFlow Lite "
-        "file) cannot hold past 2 GiB. Export the model without its index "
+        "(tensorflow_similarity.serving.MAX_INDEX_BYTES): an exported lookup holds the whole "
+        "index in memory and scans it for every query, and its TensorFlow Lite file cannot "
+        "hold it past 2 GiB. Export the model without its index "
         "(include_index=False, or tfsim export --no-index) and serve lookups from Python: "
         "model.load_index(...) with an index created with search='faiss'."
     )

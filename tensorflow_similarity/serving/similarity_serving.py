@@ -19,8 +19,10 @@ class SimilarityServing(tf.Module):
     (L2-normalised for cosine); `lookup`, when there is an index, to the
     `k` nearest indexed items, searched exactly in the graph with the
     search of `LinearSearch` (`search.exact_nearest`) over the index's
-    arrays held as constants: the ids, order and distances `model.lookup`
-    returns, ties in index order. The network is traced once, in inference
+    arrays, held as non-trainable variables (`index_embeddings`,
+    `index_norms`, `index_ids`, `index_labels`; the class names as a
+    constant): the ids, order and distances `model.lookup` returns, ties in
+    index order. The network is traced once, in inference
     mode (`training=False`: batch norm, synchronised or not, is the plain
     inference batch norm), and only the variables it reads are tracked, so
     the saved artefact holds TensorFlow functions and variables and nothing
@@ -66,38 +68,54 @@ class SimilarityServing(tf.Module):
 
         # Concrete functions, traced once: saved as they are and as the signatures, so the
         # index's constants are written once (a tf.function is traced again when saved).
-        self.embed = tf.function(embed, input_signature=[spec], autograph=False)
-        self.embed = self.embed.get_concrete_function()
+        self.embed = tf.function(
+            embed, input_signature=[spec], autograph=False
+        ).get_concrete_function()
         functions = [self.embed]
+        index_variables: list[tf.Variable] = []
         if index is not None:
+            # Variables, not graph constants: saved beside saved_model.pb (whose protocol
+            # buffer stops at 2 GiB), read as they are, never copied and folded by the
+            # graph optimiser on the first call (benchmark/serving_size.py).
+            self.index_embeddings = tf.Variable(index.keys, trainable=False, name="embeddings")
+            self.index_norms = tf.Variable(index.key_norms, trainable=False, name="norms")
+            self.index_ids = tf.Variable(index.ids, trainable=False, name="ids")
+            self.index_labels = tf.Variable(index.labels, trainable=False, name="labels")
+            index_variables = [
+                self.index_embeddings,
+                self.index_norms,
+                self.index_ids,
+                self.index_labels,
+            ]
 
             def lookup(images: tf.Tensor) -> dict[str, tf.Tensor]:
                 distances, positions = exact_nearest(
                     index.distance,
                     raw_embeddings(images),
-                    tf.constant(index.keys),
-                    tf.constant(index.key_norms),
+                    self.index_embeddings,
+                    self.index_norms,
                     k,
                 )
                 return {
-                    "ids": tf.gather(tf.constant(index.ids), positions),
+                    "ids": tf.gather(self.index_ids, positions),
                     "distances": distances,
-                    "labels": tf.gather(tf.constant(index.labels), positions),
+                    "labels": tf.gather(self.index_labels, positions),
                     "label_names": tf.gather(
                         tf.constant(index.label_names.tolist(), tf.string), positions
                     ),
                 }
 
-            self.lookup = tf.function(lookup, input_signature=[spec], autograph=False)
-            self.lookup = self.lookup.get_concrete_function()
+            self.lookup = tf.function(
+                lookup, input_signature=[spec], autograph=False
+            ).get_concrete_function()
             functions.append(self.lookup)
         # What the traced functions read of the network (a ContrastiveModel's backbone, not
         # its heads), tracked so that they are saved; the network itself is not.
-        seen: dict[int, tf.Variable] = {}
+        seen: dict[int, tf.Variable] = {id(v): v for v in index_variables}
         for function in functions:
             for variable in function.variables:
                 seen.setdefault(id(variable), variable)
-        self.network_variables = list(seen.values())
+        self.network_variables = list(seen.values())[len(index_variables) :]
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """The serving signatures, by name: `embed`, and `lookup` when there is an index."""
