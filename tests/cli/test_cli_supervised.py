@@ -730,3 +730,23 @@ def test_inference_function_matches_predict_across_chunks_and_replicas():
     np.testing.assert_allclose(
         embedded, model.predict(images, batch_size=256, verbose=0), atol=1e-5
     )
+
+
+def test_export_of_a_finished_run_answers_what_tfsim_lookup_answers(runs, tmp_path, capsys):
+    output, _ = runs("multisimilarity")
+    paths = write_query_images(tmp_path / "queries", count=3)
+    capsys.readouterr()  # the run's own output, when this test made it
+    assert main(["lookup", "--output", str(output), "--k", "3", "--json", *map(str, paths)]) == 0
+    looked_up = json.loads(capsys.readouterr().out)
+    assert main(["export", str(output), str(tmp_path / "served"), "--k", "3", "--uint8"]) == 0
+    served = tf.saved_model.load(str(tmp_path / "served"))
+    # The PNGs' own pixels, as a server receives them: the graph scales them as lookup does.
+    images = np.stack([tf.io.decode_png(path.read_bytes(), channels=3).numpy() for path in paths])
+    found = served.signatures["lookup"](images=tf.constant(images))
+    for row, result in enumerate(looked_up):
+        distances = [n["distance"] for n in result["neighbours"]]
+        np.testing.assert_allclose(found["distances"].numpy()[row], distances, atol=1e-5)
+        for rank, n in enumerate(result["neighbours"]):
+            # The embeddings of two graphs may differ in the last bit: a near-tie either way.
+            if min(abs(distances[rank] - d) for j, d in enumerate(distances) if j != rank) > 1e-5:
+                assert found["label_names"].numpy()[row][rank] == n["class"].encode()
