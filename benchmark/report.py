@@ -15,7 +15,8 @@ left out:
   step-time overhead, robustness; `sync_bn_overhead.png`, `sync_bn_bytes.png` and
   their `_gpu` twins);
 * the results in `SCRIPT_SECTIONS` (the glyphs runs, architecture builders,
-  search backends, metric losses, one replica's rows of a global-batch loss): their
+  search backends, metric losses, one replica's rows of a global-batch loss, the
+  serving export's index size): their
   benchmark's own `render_markdown`,
   under a heading and the command that produced them;
 * `unseen_digits.json`: `benchmark/glyphs/report.py`.
@@ -104,6 +105,11 @@ SCRIPT_SECTIONS = {
         "benchmark.replica_rows",
         "Global-batch losses: one replica's rows against the number of replicas",
     ),
+    "serving_size.json": ("benchmark.serving_size", "Serving: the index in the exported model"),
+    "serving_size_constants.json": (
+        "benchmark.serving_size",
+        "Serving: the index as graph constants, for comparison",
+    ),
     "views.json": ("benchmark.views", "Two-view augmenters: images per second"),
     "views_peer.json": ("benchmark.views_peer", "SimCLR two views: ours against lightly"),
 }
@@ -116,7 +122,10 @@ def script_section(report: dict[str, Any], out: Path, results_name: str) -> str:
     the report does not need every benchmark's dependencies.
     """
     module, title = SCRIPT_SECTIONS[results_name]
-    command = command_line(module, ["--quick"] if report.get("quick") else [])
+    # The command the results record, if they do (with its options), else the module's own.
+    command = report.get("command") or command_line(
+        module, ["--quick"] if report.get("quick") else []
+    )
     return "\n".join(
         [
             f"## {title} (`{results_name}`)\n",

@@ -79,10 +79,11 @@ def check_index_size(size: int, dim: int, max_bytes: int = MAX_INDEX_BYTES, name
         return
     raise ValueError(
         f"The index holds {size} embeddings of size {dim}: {needed / 2**20:.1f} MiB in the "
-        f"exported graph, over the limit of {max_bytes / 2**20:.0f} MiB "
+        f"exported model, over the limit of {max_bytes / 2**20:.0f} MiB "
         "(tensorflow_similarity.serving.MAX_INDEX_BYTES): an exported lookup holds the whole "
         "index in memory and scans it for every query, and its TensorFlow Lite file cannot "
-        "hold it past 2 GiB. Export the model without its index "
+        "hold it past 2 GiB (max_index_bytes raises the limit for an export without "
+        "TFLite). Or export the model without its index "
         "(include_index=False, or tfsim export --no-index) and serve lookups from Python: "
         "model.load_index(...) with an index created with search='faiss'."
     )

@@ -67,7 +67,7 @@ class SimilarityServing(tf.Module):
             return {"embeddings": l2_normalize(found, axis=1) if normalise else found}
 
         # Concrete functions, traced once: saved as they are and as the signatures, so the
-        # index's constants are written once (a tf.function is traced again when saved).
+        # class names are written once (a tf.function is traced again when saved).
         self.embed = tf.function(
             embed, input_signature=[spec], autograph=False
         ).get_concrete_function()

@@ -15,6 +15,7 @@ ENTRY_POINTS = (
     "benchmark.index",
     "benchmark.index_evaluation",
     "benchmark.replica_rows",
+    "benchmark.serving_size",
     "benchmark.glyphs.runs",
     "benchmark.glyphs.ssl_length",
     "benchmark.glyphs.teachers",
