@@ -94,6 +94,7 @@ SCRIPT_SECTIONS = {
         "benchmark.glyphs.teachers",
         "Momentum teachers beside SimCLR on glyphs",
     ),
+    "large_batch.json": ("benchmark.glyphs.large_batch", "Large global batch: LARS against Adam"),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
     "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),

@@ -16,6 +16,7 @@ ENTRY_POINTS = (
     "benchmark.index_evaluation",
     "benchmark.replica_rows",
     "benchmark.serving_size",
+    "benchmark.glyphs.large_batch",
     "benchmark.glyphs.runs",
     "benchmark.glyphs.ssl_length",
     "benchmark.glyphs.teachers",
