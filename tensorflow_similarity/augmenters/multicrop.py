@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import (
-    check_bool,
-    check_int,
-    check_number,
-    check_pair,
-    is_int,
-    is_real,
-)
-from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity._validation import check_bool, check_int, check_pair
+from tensorflow_similarity.augmenters import _inputs, image_ops
 
-_MAX_SEED = 2**63
 _OWNER = "MultiCropAugmenter"
 
 # Operation numbers folded into a call's seed, so that each random draw has its own stream.
@@ -147,8 +138,8 @@ class MultiCropAugmenter:
         local_solarize_prob: float = 0.0,
         seed: int | None = None,
     ) -> None:
-        self.global_size = _check_size("global_size", global_size)
-        self.local_size = _check_size("local_size", local_size)
+        self.global_size = _inputs.check_size("global_size", global_size, _OWNER)
+        self.local_size = _inputs.check_size("local_size", local_size, _OWNER)
         if self.local_size[0] > self.global_size[0] or self.local_size[1] > self.global_size[1]:
             raise ValueError(
                 f"{_OWNER}: local_size must not exceed global_size on either side (local views "
@@ -158,41 +149,26 @@ class MultiCropAugmenter:
         self.n_local = check_int("n_local", n_local, minimum=0, owner=_OWNER)
         self.global_crop_scale = _check_scale("global_crop_scale", global_crop_scale)
         self.local_crop_scale = _check_scale("local_crop_scale", local_crop_scale)
-        self.crop_ratio = check_pair("crop_ratio", crop_ratio, low=0.0, owner=_OWNER)
-        if self.crop_ratio[0] <= 0.0:
-            raise ValueError(
-                f"{_OWNER}: crop_ratio must have a positive minimum aspect ratio. "
-                f"Received: crop_ratio={crop_ratio!r}"
-            )
-        self.flip_prob = _check_probability("flip_prob", flip_prob)
-        self.brightness = check_number("brightness", brightness, low=0.0, owner=_OWNER)
-        self.contrast = check_number("contrast", contrast, low=0.0, owner=_OWNER)
-        self.saturation = check_number("saturation", saturation, low=0.0, owner=_OWNER)
-        self.hue = check_number("hue", hue, low=0.0, high=0.5, owner=_OWNER)
-        self.jitter_prob = _check_probability("jitter_prob", jitter_prob)
-        self.grayscale_prob = _check_probability("grayscale_prob", grayscale_prob)
+        self.crop_ratio = _inputs.check_crop_ratio(crop_ratio, _OWNER)
+        self.flip_prob = _inputs.check_probability("flip_prob", flip_prob, _OWNER)
+        self.brightness, self.contrast, self.saturation, self.hue = _inputs.check_color_jitter(
+            brightness, contrast, saturation, hue, _OWNER
+        )
+        self.jitter_prob = _inputs.check_probability("jitter_prob", jitter_prob, _OWNER)
+        self.grayscale_prob = _inputs.check_probability("grayscale_prob", grayscale_prob, _OWNER)
         self.global_blur_prob = _check_global_probabilities("global_blur_prob", global_blur_prob)
-        self.local_blur_prob = _check_probability("local_blur_prob", local_blur_prob)
-        self.blur_sigma = check_pair("blur_sigma", blur_sigma, low=0.0, owner=_OWNER)
-        if self.blur_sigma[0] <= 0.0:
-            raise ValueError(
-                f"{_OWNER}: blur_sigma must have a positive minimum. "
-                f"Received: blur_sigma={blur_sigma!r}"
-            )
-        self.blur_kernel_fraction = check_number(
-            "blur_kernel_fraction", blur_kernel_fraction, low=0.0, high=1.0, owner=_OWNER
+        self.local_blur_prob = _inputs.check_probability("local_blur_prob", local_blur_prob, _OWNER)
+        self.blur_sigma, self.blur_kernel_fraction = _inputs.check_blur(
+            blur_sigma, blur_kernel_fraction, _OWNER
         )
         self.global_solarize_prob = _check_global_probabilities(
             "global_solarize_prob", global_solarize_prob
         )
-        self.local_solarize_prob = _check_probability("local_solarize_prob", local_solarize_prob)
-        self.seed = check_int("seed", seed, minimum=0, allow_none=True, owner=_OWNER)
-        if self.seed is not None and self.seed >= _MAX_SEED:
-            raise ValueError(f"{_OWNER}: seed must be below 2**63. Received: seed={seed}")
-        self._seed = random.SystemRandom().randrange(_MAX_SEED) if seed is None else self.seed
-        # Created eagerly: a tf.data map function cannot create variables.
-        with tf.init_scope():
-            self._generator = tf.random.Generator.from_seed(self._seed)
+        self.local_solarize_prob = _inputs.check_probability(
+            "local_solarize_prob", local_solarize_prob, _OWNER
+        )
+        self.seed = _inputs.check_seed(seed, _OWNER)
+        self._seed, self._generator = _inputs.seed_generator(self.seed)
 
     def __call__(
         self, images: tf.Tensor, *, step: int | tf.Tensor | None = None
@@ -200,14 +176,13 @@ class MultiCropAugmenter:
         """Returns the global and the local views of `images`.
 
         Args:
-            images: One image `[height, width, channels]` or a batch
-                `[batch, height, width, channels]`; channels 1 or 3 and static
-                height and width. Floating images must hold values in
-                `[0, 1]`; integer images are rescaled by their dtype's maximum
-                (uint8: by 255).
-            step: Optional integer (or scalar integer tensor) that, with
-                `seed`, determines the views. Defaults to `None`: the next
-                seed of the augmenter's generator.
+            images: A batch `[batch, height, width, channels]` or one image
+                `[height, width, channels]`, as `ViewAugmenter` takes them:
+                1 or 3 channels, static height and width, floating values in
+                `[0, 1]` or integers rescaled by their dtype's maximum.
+            step: Optional integer or scalar integer tensor; with `seed` it
+                fixes the views. Defaults to `None`: the augmenter's
+                generator draws the call's seed.
 
         Returns:
             `(global_views, local_views)`, float32 tensors with values in
@@ -223,14 +198,11 @@ class MultiCropAugmenter:
             ValueError: If `images` has the wrong rank, channel count or dtype,
                 or unknown height or width.
         """
-        images = _float_batch(images)
+        images = _inputs.float_images(images, _OWNER, "crop boxes depend on them")
         single = images.shape.rank == 3
         if single:
             images = images[None]
-        if step is None:
-            seed = self._generator.make_seeds(1)[:, 0]
-        else:
-            seed = tf.stack([tf.constant(self._seed, tf.int64), tf.cast(step, tf.int64)])
+        seed = _inputs.call_seed(self._generator, self._seed, step)
 
         def seed_for(operation: int, index: int) -> tf.Tensor:
             fold = tf.random.experimental.stateless_fold_in
@@ -457,49 +429,9 @@ def multicrop_augmenter(
     return MultiCropAugmenter(global_size, local_size, n_local, seed=seed, **arguments)
 
 
-def _float_batch(images: Any) -> tf.Tensor:
-    """`images` as float32 in `[0, 1]`, after `ViewAugmenter`'s checks of rank, channels, dtype."""
-    images = tf.convert_to_tensor(images)
-    if images.shape.rank not in (3, 4):
-        raise ValueError(
-            f"{_OWNER} expects one image [height, width, channels] or a batch "
-            f"[batch, height, width, channels]. Received shape {images.shape}."
-        )
-    if images.shape[-1] not in (1, 3):
-        raise ValueError(
-            f"{_OWNER} expects channels-last images with 1 (grey) or 3 (RGB) channels. "
-            f"Received shape {images.shape}; transpose channels-first images to channels-last."
-        )
-    if None in images.shape[-3:-1]:
-        raise ValueError(
-            f"{_OWNER} needs images of static height and width (crop boxes depend on them). "
-            f"Received shape {images.shape}; resize the images or set the dataset's shape "
-            "with tf.ensure_shape."
-        )
-    if images.dtype.is_floating:
-        return tf.cast(images, tf.float32)
-    if images.dtype.is_integer:
-        return tf.image.convert_image_dtype(images, tf.float32)
-    raise ValueError(
-        f"{_OWNER} expects float images in [0, 1] or integer images. "
-        f"Received dtype {images.dtype.name}."
-    )
-
-
-def _check_probability(name: str, value: Any) -> float:
-    return check_number(name, value, low=0.0, high=1.0, owner=_OWNER)
-
-
 def _check_global_probabilities(name: str, value: Any) -> tuple[float, float]:
-    if is_real(value):
-        probability = _check_probability(name, value)
-        return probability, probability
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
-        raise ValueError(
-            f"{_OWNER}: {name} must be a probability or a pair (first, second) of "
-            f"probabilities, one per global view. Received: {name}={value!r}"
-        )
-    return _check_probability(name, value[0]), _check_probability(name, value[1])
+    pair = "(first, second) of probabilities, one per global view"
+    return _inputs.check_probability_pair(name, value, _OWNER, pair)
 
 
 def _check_scale(name: str, value: Any) -> tuple[float, float]:
@@ -510,18 +442,3 @@ def _check_scale(name: str, value: Any) -> tuple[float, float]:
             f"image area. Received: {name}={value!r}"
         )
     return scale
-
-
-def _check_size(name: str, value: Any) -> tuple[int, int]:
-    pair = (value, value) if is_int(value) else value
-    if (
-        isinstance(pair, (str, bytes))
-        or not isinstance(pair, Sequence)
-        or len(pair) != 2
-        or not all(is_int(v) and v > 0 for v in pair)
-    ):
-        raise ValueError(
-            f"{_OWNER}: {name} must be a positive integer or a pair (height, width) of "
-            f"positive integers. Received: {name}={value!r}"
-        )
-    return int(pair[0]), int(pair[1])

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_int, check_number, check_pair, is_int, is_real
+from tensorflow_similarity._validation import check_pair
 from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity.augmenters._inputs import (
+    call_seed,
+    check_blur,
+    check_color_jitter,
+    check_crop_ratio,
+    check_probability,
+    check_probability_pair,
+    check_seed,
+    check_size,
+    float_images,
+    seed_generator,
+)
 
-_MAX_SEED = 2**63
 _OWNER = "ViewAugmenter"
+_VIEW_PAIR = "(view1, view2) of probabilities"
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -109,46 +120,31 @@ class ViewAugmenter:
         solarize_prob: float | Sequence[float] = 0.0,
         seed: int | None = None,
     ) -> None:
-        self.image_size = _check_image_size(image_size)
+        self.image_size = (
+            None if image_size is None else check_size("image_size", image_size, _OWNER)
+        )
         self.crop_scale = check_pair("crop_scale", crop_scale, low=0.0, high=1.0, owner=_OWNER)
         if self.crop_scale[0] <= 0.0:
             raise ValueError(
                 f"{_OWNER}: crop_scale must have a positive minimum area fraction. "
                 f"Received: {crop_scale!r}"
             )
-        self.crop_ratio = check_pair("crop_ratio", crop_ratio, low=0.0, owner=_OWNER)
-        if self.crop_ratio[0] <= 0.0:
-            raise ValueError(
-                f"{_OWNER}: crop_ratio must have a positive minimum aspect ratio. "
-                f"Received: {crop_ratio!r}"
-            )
-        self.flip_prob = check_number("flip_prob", flip_prob, low=0.0, high=1.0, owner=_OWNER)
-        self.brightness = check_number("brightness", brightness, low=0.0, owner=_OWNER)
-        self.contrast = check_number("contrast", contrast, low=0.0, owner=_OWNER)
-        self.saturation = check_number("saturation", saturation, low=0.0, owner=_OWNER)
-        self.hue = check_number("hue", hue, low=0.0, high=0.5, owner=_OWNER)
-        self.jitter_prob = check_number("jitter_prob", jitter_prob, low=0.0, high=1.0, owner=_OWNER)
-        self.grayscale_prob = check_number(
-            "grayscale_prob", grayscale_prob, low=0.0, high=1.0, owner=_OWNER
+        self.crop_ratio = check_crop_ratio(crop_ratio, _OWNER)
+        self.flip_prob = check_probability("flip_prob", flip_prob, _OWNER)
+        self.brightness, self.contrast, self.saturation, self.hue = check_color_jitter(
+            brightness, contrast, saturation, hue, _OWNER
         )
-        self.blur_prob = _check_view_probabilities("blur_prob", blur_prob)
-        self.blur_sigma = check_pair("blur_sigma", blur_sigma, low=0.0, owner=_OWNER)
-        if self.blur_sigma[0] <= 0.0:
-            raise ValueError(
-                f"{_OWNER}: blur_sigma must have a positive minimum. "
-                f"Received: blur_sigma={blur_sigma!r}"
-            )
-        self.blur_kernel_fraction = check_number(
-            "blur_kernel_fraction", blur_kernel_fraction, low=0.0, high=1.0, owner=_OWNER
+        self.jitter_prob = check_probability("jitter_prob", jitter_prob, _OWNER)
+        self.grayscale_prob = check_probability("grayscale_prob", grayscale_prob, _OWNER)
+        self.blur_prob = check_probability_pair("blur_prob", blur_prob, _OWNER, _VIEW_PAIR)
+        self.blur_sigma, self.blur_kernel_fraction = check_blur(
+            blur_sigma, blur_kernel_fraction, _OWNER
         )
-        self.solarize_prob = _check_view_probabilities("solarize_prob", solarize_prob)
-        self.seed = check_int("seed", seed, minimum=0, allow_none=True, owner=_OWNER)
-        if self.seed is not None and self.seed >= _MAX_SEED:
-            raise ValueError(f"{_OWNER}: seed must be below 2**63. Received: seed={seed}")
-        self._seed = random.SystemRandom().randrange(_MAX_SEED) if seed is None else self.seed
-        # Created eagerly: a tf.data map function cannot create variables.
-        with tf.init_scope():
-            self._generator = tf.random.Generator.from_seed(self._seed)
+        self.solarize_prob = check_probability_pair(
+            "solarize_prob", solarize_prob, _OWNER, _VIEW_PAIR
+        )
+        self.seed = check_seed(seed, _OWNER)
+        self._seed, self._generator = seed_generator(self.seed)
 
     def __call__(
         self, images: tf.Tensor, *, step: int | tf.Tensor | None = None
@@ -173,42 +169,12 @@ class ViewAugmenter:
             ValueError: If `images` has the wrong rank, channel count or dtype,
                 or unknown height or width while `image_size` is `None`.
         """
-        images = tf.convert_to_tensor(images)
+        images = float_images(images, _OWNER, "crop boxes and blur kernels depend on them")
         rank = images.shape.rank
-        if rank not in (3, 4):
-            raise ValueError(
-                "ViewAugmenter expects one image [height, width, channels] or a batch "
-                f"[batch, height, width, channels]. Received shape {images.shape}."
-            )
-        if images.shape[-1] not in (1, 3):
-            raise ValueError(
-                "ViewAugmenter expects channels-last images with 1 (grey) or 3 (RGB) "
-                f"channels. Received shape {images.shape}; transpose channels-first images "
-                "to channels-last."
-            )
-        if None in images.shape[-3:-1]:
-            raise ValueError(
-                "ViewAugmenter needs images of static height and width (crop boxes and blur "
-                f"kernels depend on them). Received shape {images.shape}; resize the images "
-                "or set the dataset's shape with tf.ensure_shape."
-            )
-        if images.dtype.is_floating:
-            images = tf.cast(images, tf.float32)
-        elif images.dtype.is_integer:
-            images = tf.image.convert_image_dtype(images, tf.float32)
-        else:
-            raise ValueError(
-                "ViewAugmenter expects float images in [0, 1] or integer images. "
-                f"Received dtype {images.dtype.name}."
-            )
         if rank == 3:
             images = images[None]
         size = self.image_size or (images.shape[1], images.shape[2])
-
-        if step is None:
-            seed = self._generator.make_seeds(1)[:, 0]
-        else:
-            seed = tf.stack([tf.constant(self._seed, tf.int64), tf.cast(step, tf.int64)])
+        seed = call_seed(self._generator, self._seed, step)
         views = tuple(
             self._augment(images, size, view, tf.random.experimental.stateless_fold_in(seed, view))
             for view in (0, 1)
@@ -278,35 +244,3 @@ class ViewAugmenter:
     def __repr__(self) -> str:
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({arguments})"
-
-
-def _check_view_probabilities(name: str, value: Any) -> tuple[float, float]:
-    if is_real(value):
-        probability = check_number(name, value, low=0.0, high=1.0, owner=_OWNER)
-        return probability, probability
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
-        raise ValueError(
-            f"{_OWNER}: {name} must be a probability or a pair (view1, view2) of "
-            f"probabilities. Received: {name}={value!r}"
-        )
-    return check_number(name, value[0], low=0.0, high=1.0, owner=_OWNER), check_number(
-        name, value[1], low=0.0, high=1.0, owner=_OWNER
-    )
-
-
-def _check_image_size(value: Any) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    if is_int(value):
-        value = (value, value)
-    if (
-        isinstance(value, (str, bytes))
-        or not isinstance(value, Sequence)
-        or len(value) != 2
-        or not all(is_int(v) and v > 0 for v in value)
-    ):
-        raise ValueError(
-            f"{_OWNER}: image_size must be None, a positive integer or a pair (height, width) of "
-            f"positive integers. Received: image_size={value!r}"
-        )
-    return int(value[0]), int(value[1])
