@@ -35,11 +35,9 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import statistics
 import time
 import warnings
@@ -52,7 +50,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmark.common import output_folder  # noqa: E402
+from benchmark.common import machine_record, output_folder  # noqa: E402
 from tensorflow_similarity import architectures as arch  # noqa: E402
 from tensorflow_similarity.distribute import convert_sync_batchnorm  # noqa: E402
 from tensorflow_similarity.layer_walk import all_layers  # noqa: E402
@@ -331,9 +329,7 @@ def main() -> None:
     )
 
     payload = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "load_average": os.getloadavg()[0],
+        **machine_record(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "size": args.size,

@@ -8,8 +8,12 @@ where a question has several scripts); they import each other as
 
 from __future__ import annotations
 
+import datetime
 import gc
 import importlib
+import json
+import os
+import platform
 import re
 import statistics
 import tempfile
@@ -67,6 +71,25 @@ def output_folder(out: Path | None, quick: bool, name: str) -> Path:
         flush=True,
     )
     return folder
+
+
+def machine_record() -> dict[str, Any]:
+    """Today's date, the machine and its load average, the first keys of a results payload."""
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def write_results(
+    out: Path, name: str, payload: dict[str, Any], render: Callable[[dict[str, Any]], str]
+) -> str:
+    """Writes `payload` to `out/<name>.json` and its report to `<name>.md`; returns the report."""
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    report = render(payload)
+    (out / f"{name}.md").write_text(report + "\n")
+    return report
 
 
 def render_tables(module: str, report: dict[str, Any], results_name: str, command: str) -> str:

@@ -32,10 +32,8 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +46,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmark.common import (  # noqa: E402
+    machine_record,
     markdown_table,
     output_folder,
     paired_medians,
@@ -270,9 +269,7 @@ def run(
 ) -> dict[str, Any]:
     """Measures, writes `index_evaluation.json` and `.md` into `out`, returns the payload."""
     payload = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "load_average": os.getloadavg()[0],
+        **machine_record(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "size": size,

@@ -35,11 +35,9 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -52,7 +50,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmark.common import command_line, markdown_table, output_folder  # noqa: E402
+from benchmark.common import (  # noqa: E402
+    command_line,
+    machine_record,
+    markdown_table,
+    output_folder,
+)
 from tensorflow_similarity.distances import CosineDistance  # noqa: E402
 from tensorflow_similarity.search import exact_nearest  # noqa: E402
 from tensorflow_similarity.serving import (  # noqa: E402
@@ -245,9 +248,7 @@ def main() -> None:
         args.sizes = CONSTANT_SIZES
     out = output_folder(args.out, args.quick, name)
     payload = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "load_average": os.getloadavg()[0],
+        **machine_record(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "constants": args.constants,

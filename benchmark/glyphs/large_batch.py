@@ -32,8 +32,6 @@ import json
 import os
 import platform
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,8 +40,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from benchmark.common import markdown_table, output_folder
-from benchmark.glyphs.runs import QUICK_OPTIONS
+from benchmark.common import markdown_table, output_folder, write_results
+from benchmark.glyphs.runs import QUICK_OPTIONS, run_tfsim
 
 OPTIMIZERS = ("lars", "adam")
 REPLICAS = 8
@@ -61,18 +59,11 @@ _TRAIN_IMAGES = re.compile(r"([\d,]+) train / [\d,]+ test images")
 
 def pretrain(optimizer: str, options: list[str], batch_size: int, folder: Path) -> dict[str, Any]:
     """Runs one optimizer's `tfsim pretrain` in a fresh process; returns what the table shows."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "tensorflow_similarity", "pretrain", "--algorithm", "simclr"]
-    command += ["--replicas", str(REPLICAS), "--batch-size", str(batch_size)]
-    command += ["--optimizer", optimizer, *options, "--seed", "0", "--output", str(folder)]
-    start = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if result.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    summary = json.loads((folder / "summary.json").read_text())
+    arguments = ["pretrain", "--algorithm", "simclr", "--replicas", str(REPLICAS)]
+    arguments += ["--batch-size", str(batch_size), "--optimizer", optimizer, *options]
+    summary, stdout, wall = run_tfsim(arguments, 0, folder)
     epochs = json.loads((folder / "history.json").read_text())["epochs"]
-    match = _TRAIN_IMAGES.search(result.stdout)
+    match = _TRAIN_IMAGES.search(stdout)
     return {
         "optimizer": optimizer,
         "learning_rate": json.loads((folder / "run.json").read_text())["resolved_learning_rate"],
@@ -143,10 +134,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 def write(out: Path, payload: dict[str, Any]) -> str:
     """Writes the payload and its report to `out`; returns the report."""
-    (out / f"{RESULTS_NAME}.json").write_text(json.dumps(payload, indent=2))
-    report = render_markdown(payload)
-    (out / f"{RESULTS_NAME}.md").write_text(report + "\n")
-    return report
+    return write_results(out, RESULTS_NAME, payload, render_markdown)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -27,10 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from benchmark.common import markdown_table, output_folder
+from benchmark.common import markdown_table, output_folder, write_results
 
 JOBS = {"supervised": ["--algorithm", "multisimilarity"], "self-supervised": []}
 QUICK_OPTIONS = ["--limit", "400", "--epochs", "1"]
@@ -38,10 +39,45 @@ QUICK_OPTIONS = ["--limit", "400", "--epochs", "1"]
 QUICK_SUPERVISED = ["--train-classes", "20", "--classes-per-batch", "4", "--batch-size", "16"]
 
 
-def run_once(job: str, seed: int, options: list[str], folder: Path) -> dict[str, Any]:
-    """Runs one job's run in a fresh process; returns its figures and wall time."""
+def seeds_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the glyph benchmarks' `--quick` and `--seeds`; see `chosen_seeds`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 400 images, 1 epoch")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="(0 1 2; quick: 0)")
+    return parser
+
+
+def chosen_seeds(args: argparse.Namespace) -> list[int]:
+    """`--seeds` if given, else 0, 1 and 2 (a quick run: 0)."""
+    return args.seeds or ([0] if args.quick else [0, 1, 2])
+
+
+def payload_head(quick: bool, seeds: list[int]) -> dict[str, Any]:
+    """The first keys of a glyph benchmark's results: how it ran, where and when."""
+    return {
+        "quick": quick,
+        "seeds": seeds,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
+
+
+class TfsimRun(NamedTuple):
+    """A finished `tfsim` run: its `summary.json`, what it printed and its wall time."""
+
+    summary: dict[str, Any]
+    stdout: str
+    seconds: float
+
+
+def run_tfsim(arguments: Sequence[str], seed: int, folder: Path) -> TfsimRun:
+    """Runs `tfsim <arguments> --seed <seed> --output <folder>` in a fresh process.
+
+    Raises:
+        RuntimeError: If the run fails; the message ends with its stderr.
+    """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "tensorflow_similarity", "train", *JOBS[job], *options]
+    command = [sys.executable, "-m", "tensorflow_similarity", *arguments]
     command += ["--seed", str(seed), "--output", str(folder)]
     start = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -49,6 +85,12 @@ def run_once(job: str, seed: int, options: list[str], folder: Path) -> dict[str,
     if result.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     summary = json.loads((folder / "summary.json").read_text())
+    return TfsimRun(summary, result.stdout, seconds)
+
+
+def run_once(job: str, seed: int, options: list[str], folder: Path) -> dict[str, Any]:
+    """Runs one job's run in a fresh process; returns its figures and wall time."""
+    summary, _, seconds = run_tfsim(["train", *JOBS[job], *options], seed, folder)
     if job == "supervised":
         figures = {
             f"{group}_{when}": source[f"recall_at_1_{group}"]
@@ -131,13 +173,11 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 400 images, 1 epoch")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="(0 1 2; quick: 0)")
+    parser = seeds_parser(__doc__.splitlines()[0])
     parser.add_argument("--jobs", nargs="+", choices=tuple(JOBS), default=list(JOBS))
     parser.add_argument("--out", type=Path, default=None, help="folder for the results")
     args = parser.parse_args(argv)
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    seeds = chosen_seeds(args)
     out = output_folder(args.out, args.quick, "glyphs_runs")
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -151,16 +191,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{job}, seed {seed}: {run}", flush=True)
                 runs.setdefault(job, []).append(run)
     payload = {
-        "quick": args.quick,
-        "seeds": seeds,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        **payload_head(args.quick, seeds),
         "runs": runs,
     }
-    (out / "glyphs_runs.json").write_text(json.dumps(payload, indent=2))
-    report = render_markdown(payload)
-    (out / "glyphs_runs.md").write_text(report + "\n")
-    print(report)
+    print(write_results(out, "glyphs_runs", payload, render_markdown))
     print(f"\nwrote glyphs_runs.json and glyphs_runs.md to {out}")
 
 

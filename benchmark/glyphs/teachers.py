@@ -27,20 +27,20 @@ folder (printed) unless `--out` is given.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from benchmark.common import markdown_table, output_folder
-from benchmark.glyphs.runs import QUICK_OPTIONS
+from benchmark.common import markdown_table, output_folder, write_results
+from benchmark.glyphs.runs import (
+    QUICK_OPTIONS,
+    chosen_seeds,
+    payload_head,
+    run_tfsim,
+    seeds_parser,
+)
 
 METHODS = ("simclr", "byol", "mocov3", "dino")
 FIGURES = tuple(
@@ -53,15 +53,7 @@ RESULTS_NAME = "glyphs_teachers"
 
 def pretrain(method: str, seed: int, options: list[str], folder: Path) -> dict[str, Any]:
     """Runs `tfsim pretrain` in a fresh process; returns its figures, time and monitors."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "tensorflow_similarity", "pretrain", "--algorithm", method]
-    command += [*options, "--seed", str(seed), "--output", str(folder)]
-    start = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if result.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    summary = json.loads((folder / "summary.json").read_text())
+    summary, _, wall = run_tfsim(["pretrain", "--algorithm", method, *options], seed, folder)
     epochs = json.loads((folder / "history.json").read_text())["epochs"]
     return {
         "method": method,
@@ -152,32 +144,24 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 def write(out: Path, payload: dict[str, Any]) -> str:
     """Writes the payload and its report to `out`; returns the report."""
-    (out / f"{RESULTS_NAME}.json").write_text(json.dumps(payload, indent=2))
-    report = render_markdown(payload)
-    (out / f"{RESULTS_NAME}.md").write_text(report + "\n")
-    return report
+    return write_results(out, RESULTS_NAME, payload, render_markdown)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 400 images, 1 epoch")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="(0 1 2; quick: 0)")
+    parser = seeds_parser(__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--note", default=None, help="how the runs were made, for the report")
     parser.add_argument("--out", type=Path, default=None, help="folder for the results")
     args = parser.parse_args(argv)
     if not args.quick and args.methods[0] != "simclr":
         parser.error("a full run starts with simclr: its time is the others' budget")
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    seeds = chosen_seeds(args)
     out = output_folder(args.out, args.quick, RESULTS_NAME)
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict[str, Any]]] = {}
     budget: dict[str, Any] | None = None
     payload = {
-        "quick": args.quick,
-        "seeds": seeds,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        **payload_head(args.quick, seeds),
         "budget": budget,
         "note": args.note,
         "runs": runs,
