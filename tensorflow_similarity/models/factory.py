@@ -167,7 +167,9 @@ def create_contrastive_model(
 def _unused_predictor(algorithm: str) -> str:
     with_one = [get_algorithm(name) for name in algorithm_names()]
     with_one = [method for method in with_one if method.has_predictor]
-    titles = " and ".join(method.display_name for method in with_one) or "no algorithm"
+    names = [method.display_name for method in with_one]
+    titles = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    titles = titles or "no algorithm"
     return (
         f"create_contrastive_model: only {titles} {'has' if len(with_one) < 2 else 'have'} a "
         f"predictor; algorithm={algorithm!r} would not use the one passed. Drop predictor=..."

@@ -700,7 +700,7 @@ def test_create_contrastive_model_refuses_contradicting_heads():
         tfsim.models.create_contrastive_model(
             backbone=backbone, projector=tfsim.models.get_projector(4, 8), projector_output_dim=8
         )
-    with pytest.raises(ValueError, match="only SimSiam has a predictor"):
+    with pytest.raises(ValueError, match="only SimSiam, BYOL and MoCo v3 have a predictor"):
         tfsim.models.create_contrastive_model(
             backbone=backbone, algorithm="simclr", predictor=tfsim.models.get_predictor(8)
         )

@@ -117,7 +117,7 @@ def test_a_method_registered_outside_the_package_trains_saves_and_loads(toy, tmp
     keras.utils.set_random_seed(2)
     model = create_contrastive_model(tiny_backbone(), toy)
     assert model.predictor is None and model.projector.output.shape == (None, 4)
-    with pytest.raises(ValueError, match="only SimSiam has a predictor"):
+    with pytest.raises(ValueError, match="only SimSiam, BYOL and MoCo v3 have a predictor"):
         create_contrastive_model(tiny_backbone(), toy, predictor=model.projector)
     view1, view2 = views(6)
     model.compile(optimizer=keras.optimizers.SGD(0.1))

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
-from tensorflow_similarity.models.mlp_heads import ProjectorSpec, mlp_projector
+from tensorflow_similarity.models.mlp_heads import ProjectorSpec, build_predictor, mlp_projector
 from tensorflow_similarity.models.momentum import assign_on_every_replica
 
 if TYPE_CHECKING:  # The driver imports this module; it is named here for the hints only.
@@ -62,6 +62,11 @@ class ContrastiveAlgorithm:
             `concat_views=None`: `True` runs both views as one batch (batch
             norm normalises over both), `False` one call per view.
         has_predictor: Whether the method puts a predictor on the projector.
+        predictor_hidden_ratio: The predictor's default hidden width over the
+            projection width (SimSiam a quarter, BYOL and MoCo v3 16).
+        predictor_output_bn: The predictor's output batch norm (see
+            `mlp_heads.build_predictor`).
+        predictor_reason: Why the method needs its predictor, for the error.
         base_momentum: A momentum teacher's first-step momentum, for a method
             with one (BYOL, MoCo v3, DINO): the model then keeps a copy of
             the backbone and projector that follows the student after each
@@ -78,6 +83,9 @@ class ContrastiveAlgorithm:
     projector: ClassVar[ProjectorSpec]
     concat_views: ClassVar[bool] = False
     has_predictor: ClassVar[bool] = False
+    predictor_hidden_ratio: ClassVar[float] = 0.25
+    predictor_output_bn: ClassVar[str | None] = None
+    predictor_reason: ClassVar[str] = "it is what breaks the symmetry between the views"
     base_momentum: ClassVar[float | None] = None
     uses_local_crops: ClassVar[bool] = False
     option_defaults: ClassVar[dict[str, Any]] = {}
@@ -194,6 +202,17 @@ class ContrastiveAlgorithm:
             output_dim=default_output if output_dim is None else output_dim,
             output_bn=self.projector.output_bn,
         )
+        return self.projector_from_spec(input_dim, spec, sync_bn, name, activation)
+
+    def projector_from_spec(
+        self,
+        input_dim: int,
+        spec: ProjectorSpec,
+        sync_bn: bool | SyncBatchNormPlugin,
+        name: str,
+        activation: Any,
+    ) -> keras.Model:
+        """Builds the projector of `spec`, its widths resolved; an MLP (`mlp_projector`)."""
         return mlp_projector(input_dim, spec, sync_bn, name, activation)
 
     def build_predictor(
@@ -202,13 +221,31 @@ class ContrastiveAlgorithm:
         hidden_dim: int | None = None,
         sync_bn: bool | SyncBatchNormPlugin = False,
     ) -> keras.Model | None:
-        """Builds the predictor on `input_dim`-wide projections; `None` for a method without."""
-        del input_dim, hidden_dim, sync_bn
-        return None
+        """Builds the predictor on `input_dim`-wide projections; `None` for a method without.
+
+        Its hidden width is `hidden_dim`, else `predictor_hidden_ratio` times
+        `input_dim`; its output batch norm is `predictor_output_bn`'s.
+        """
+        if not self.has_predictor:
+            return None
+        hidden_dim = hidden_dim or max(int(input_dim * self.predictor_hidden_ratio), 1)
+        return build_predictor(
+            input_dim, hidden_dim=hidden_dim, sync_bn=sync_bn, output_bn=self.predictor_output_bn
+        )
 
     def check_heads(self, projector: keras.Model, predictor: keras.Model | None) -> None:
-        """Raises `ValueError` if the heads cannot train this method (checked before building)."""
-        del projector, predictor
+        """Raises `ValueError` if the heads cannot train this method (checked before building).
+
+        By default: a method with a predictor (`has_predictor`) refuses to go
+        without one, saying why it needs it (`predictor_reason`).
+        """
+        del projector
+        if self.has_predictor and predictor is None:
+            raise ValueError(
+                f"{self.display_name} needs a predictor model ({self.predictor_reason}). "
+                "Pass predictor=..., or build all heads with "
+                f"create_contrastive_model(backbone, {self.name!r})."
+            )
 
     def forward(
         self, model: ContrastiveModel, view1: Any, view2: Any, loss: Any, training: bool
@@ -253,6 +290,19 @@ class ContrastiveAlgorithm:
         h1, h2 = model.encode_views(view1, view2, model.teacher_backbone, training)
         t1, t2 = model.encode_views(h1, h2, model.teacher_projector, training)
         return tf.stop_gradient(t1), tf.stop_gradient(t2)
+
+    def teacher_prediction_forward(
+        self, model: ContrastiveModel, view1: Any, view2: Any, loss: Any, training: bool
+    ) -> Forward:
+        """BYOL's and MoCo v3's pass: each view's prediction against the teacher's other view.
+
+        `loss(t2, p1) + loss(t1, p2)`, with `p` the student's predictions and
+        `t` the teacher's projections (no gradient).
+        """
+        z1, z2 = self.project(model, view1, view2, training)
+        p1, p2 = model.encode_views(z1, z2, model.predictor, training)
+        t1, t2 = self.teacher_project(model, view1, view2, training)
+        return Forward(loss(t2, p1) + loss(t1, p2), z1, p1)
 
     @staticmethod
     def prediction_forward(

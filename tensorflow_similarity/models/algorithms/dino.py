@@ -90,27 +90,22 @@ class DINO(ContrastiveAlgorithm):
             raise ValueError(f"{owner}: clip_grad must be a number >= 0 (0: off), got {clip!r}.")
         return resolved
 
-    def build_projector(
+    def projector_from_spec(
         self,
         input_dim: int,
-        hidden_layers: int | None = None,
-        hidden_dim: int | None = None,
-        output_dim: int | None = None,
-        sync_bn: bool | SyncBatchNormPlugin = False,
-        name: str = "projector",
-        *,
-        projector_width: str = "scaled",
-        activation: Any = "gelu",
+        spec: ProjectorSpec,
+        sync_bn: bool | SyncBatchNormPlugin,
+        name: str,
+        activation: Any,
     ) -> keras.Model:
-        """Builds DINO's head; `output_dim` is the number of prototypes `K`."""
-        del activation  # DINO's head is GELU throughout.
-        default_hidden, default_output = self.projector_widths(input_dim, projector_width)
+        """DINO's head (GELU throughout); `spec.output_dim` is the number of prototypes `K`."""
+        del activation
         return build_dino_head(
             input_dim,
-            output_dim=default_output if output_dim is None else output_dim,
-            hidden_dim=default_hidden if hidden_dim is None else hidden_dim,
+            output_dim=spec.output_dim,
+            hidden_dim=spec.hidden_dim,
             bottleneck_dim=_BOTTLENECK_DIM,
-            hidden_layers=self.projector.hidden_layers if hidden_layers is None else hidden_layers,
+            hidden_layers=spec.hidden_layers,
             sync_bn=sync_bn,
             name=name,
         )

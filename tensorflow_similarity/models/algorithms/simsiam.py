@@ -7,10 +7,9 @@ from typing import Any
 import keras
 
 from tensorflow_similarity import losses
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
-from tensorflow_similarity.models.mlp_heads import ProjectorSpec, build_predictor
+from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
 
 @register_algorithm
@@ -33,24 +32,6 @@ class SimSiam(ContrastiveAlgorithm):
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.SimSiamLoss()
-
-    def build_predictor(
-        self,
-        input_dim: int,
-        hidden_dim: int | None = None,
-        sync_bn: bool | SyncBatchNormPlugin = False,
-    ) -> keras.Model:
-        return build_predictor(
-            input_dim, hidden_dim=hidden_dim or max(input_dim // 4, 1), sync_bn=sync_bn
-        )
-
-    def check_heads(self, projector: keras.Model, predictor: keras.Model | None) -> None:
-        if predictor is None:
-            raise ValueError(
-                "SimSiam needs a predictor model (it is what breaks the symmetry between "
-                "the views). Pass predictor=..., or build all heads with "
-                "create_contrastive_model(backbone, 'simsiam')."
-            )
 
     def forward(self, model: Any, view1: Any, view2: Any, loss: Any, training: bool) -> Forward:
         z1, z2 = self.project(model, view1, view2, training)
