@@ -125,6 +125,8 @@ def test_the_teacher_moves_once_per_applied_step(algorithm):
     """After one step of two batches: teacher = m0 * teacher0 + (1 - m0) * student1."""
     model = teacher_model(algorithm, accumulation_steps=2, momentum=0.25)
     teachers, students = model.teacher_pairs()
+    # Each teacher weight follows the student's weight of the same layer and name.
+    assert [t.path for t in teachers] == [s.path for s in students]
     initial = [t.numpy() for t in teachers]
     history, _ = train(model, view_batches(2))
     assert int(model.optimizer.iterations) == 1
