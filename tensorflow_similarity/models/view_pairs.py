@@ -93,9 +93,24 @@ def split_crops(data: Any, image_rank: int | None, augmenter: Any) -> tuple[Any,
         global_views, local_views = data
         if local_views.shape[1] == 0:
             local_views = None
+        else:
+            _check_local_crops(global_views, local_views)
         return global_views[:, 0], global_views[:, 1], local_views
     view1, view2 = split_views(data, image_rank, None)
     return view1, view2, None
+
+
+def _check_local_crops(global_views: Any, local_views: Any) -> None:
+    """Refuses local crops that are not images of the global crops' kind, or larger than them."""
+    glob, local = list(global_views.shape[2:]), list(local_views.shape[2:])
+    known = all(d is not None for d in glob[:-1] + local[:-1])
+    if glob[-1] != local[-1] or (known and any(a > b for a, b in zip(local, glob, strict=True))):
+        raise ValueError(
+            f"Multi-crop batches hold local crops of shape {tuple(local)} beside global crops of "
+            f"shape {tuple(glob)}: local crops are smaller views of the same images (DINO's 96 "
+            "pixels beside 224), with as many channels. Make them with "
+            "augmenters.multicrop_augmenter, local_size below global_size."
+        )
 
 
 def is_stacked_pair(data: Any, image_rank: int | None) -> bool:

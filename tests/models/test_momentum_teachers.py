@@ -258,6 +258,13 @@ def test_bad_arguments_are_refused_before_any_work():
     simclr.compile(optimizer="sgd")
     with pytest.raises(ValueError, match="Only methods that use multi-crop"):
         simclr.fit(local, verbose=0)
+    larger_local = tf.data.Dataset.from_tensor_slices(
+        (np.zeros((8, 2, 6, 6, 2)), np.zeros((8, 3, 8, 8, 2)))
+    ).batch(8)
+    dino = teacher_model("dino")
+    dino.compile(optimizer="sgd")
+    with pytest.raises(ValueError, match="local crops are smaller views"):
+        dino.fit(larger_local, verbose=0)
     endless = view_batches(2).repeat()
     model = teacher_model("byol")
     model.compile(optimizer="sgd")
