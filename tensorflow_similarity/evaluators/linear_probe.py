@@ -108,6 +108,7 @@ def linear_probe(
     >>> import keras
     >>> import numpy as np
     >>> from tensorflow_similarity.evaluators import linear_probe
+    >>> keras.utils.set_random_seed(0)  # The backbone's weights, whatever ran before.
     >>> rng = np.random.default_rng(0)
     >>> labels = np.arange(60) % 3
     >>> images = rng.normal(size=(60, 4)) + 4 * np.eye(3, 4)[labels]
