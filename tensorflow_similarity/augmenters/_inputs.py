@@ -115,6 +115,21 @@ def float_images(images: Any, owner: str, needs_static_size: str) -> tf.Tensor:
 
     `needs_static_size` says why the owner needs a static height and width.
     """
+    return to_float32(checked_images(images, owner, needs_static_size))
+
+
+def to_float32(images: tf.Tensor) -> tf.Tensor:
+    """Float images as float32; integer images divided by their dtype's maximum."""
+    if images.dtype.is_floating:
+        return tf.cast(images, tf.float32)
+    return tf.image.convert_image_dtype(images, tf.float32)
+
+
+def checked_images(images: Any, owner: str, needs_static_size: str) -> tf.Tensor:
+    """`images`, one or a batch, checked, in their own dtype (float or integer).
+
+    `needs_static_size` says why the owner needs a static height and width.
+    """
     images = tf.convert_to_tensor(images)
     if images.shape.rank not in (3, 4):
         raise ValueError(
@@ -132,10 +147,8 @@ def float_images(images: Any, owner: str, needs_static_size: str) -> tf.Tensor:
             f"Received shape {images.shape}; resize the images or set the dataset's shape "
             "with tf.ensure_shape."
         )
-    if images.dtype.is_floating:
-        return tf.cast(images, tf.float32)
-    if images.dtype.is_integer:
-        return tf.image.convert_image_dtype(images, tf.float32)
+    if images.dtype.is_floating or images.dtype.is_integer:
+        return images
     raise ValueError(
         f"{owner} expects float images in [0, 1] or integer images. "
         f"Received dtype {images.dtype.name}."

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_number
+from tensorflow_similarity.augmenters._inputs import to_float32
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter
 
 _OWNER = "GlyphAugmenter"
@@ -72,9 +73,15 @@ class GlyphAugmenter(ViewAugmenter):
         self.shift = check_number("shift", shift, low=0.0, high=0.5, owner=_OWNER)
         self.stroke = check_number("stroke", stroke, low=0.0, high=1.0, owner=_OWNER)
 
-    def _augment(
-        self, images: tf.Tensor, size: tuple[int, int], view: int, seed: tf.Tensor
-    ) -> tf.Tensor:
+    def _two_views(
+        self, images: tf.Tensor, size: tuple[int, int], seed: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        images = to_float32(images)
+        fold = tf.random.experimental.stateless_fold_in
+        view1, view2 = (self._augment(images, size, fold(seed, view)) for view in (0, 1))
+        return view1, view2
+
+    def _augment(self, images: tf.Tensor, size: tuple[int, int], seed: tf.Tensor) -> tf.Tensor:
         batch = tf.shape(images)[0]
         height, width = images.shape[1], images.shape[2]
 

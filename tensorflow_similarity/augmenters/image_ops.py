@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -111,8 +112,33 @@ def random_resized_crop(
     Returns:
         A `[batch, size[0], size[1], channels]` float32 tensor, clipped to `[0, 1]`.
     """
-    height, width = images.shape[1], images.shape[2]
-    batch = tf.shape(images)[0]
+    boxes = crop_boxes(tf.shape(images)[0], images.shape[1:3], size, scale, ratio, seed)
+    return crop_to_boxes(images, boxes, size)
+
+
+def crop_boxes(
+    batch: tf.Tensor | int,
+    image_size: Sequence[int],
+    size: tuple[int, int],
+    scale: tuple[float, float],
+    ratio: tuple[float, float],
+    seed: tf.Tensor,
+) -> tf.Tensor:
+    """Draws `random_resized_crop`'s boxes, for `crop_to_boxes`.
+
+    Args:
+        batch: Number of images.
+        image_size: The input images' `(height, width)`.
+        size: Output `(height, width)`.
+        scale: `(min, max)` fraction of the image area to crop.
+        ratio: `(min, max)` aspect ratio of the crop.
+        seed: Integer tensor of shape `[2]`.
+
+    Returns:
+        A `[batch, 4]` float32 tensor of `tf.image.crop_and_resize` boxes on
+        the images padded by one pixel on each side.
+    """
+    height, width = int(image_size[0]), int(image_size[1])
     area = float(height * width)
     shape = (_CROP_ATTEMPTS,)
     target_area = area * _uniform(_sub_seed(seed, 0), batch, scale[0], scale[1], shape)
@@ -145,15 +171,35 @@ def random_resized_crop(
     # crop; a one-pixel edge-replicating border keeps those centres in range
     # and reproduces tf.image.resize's half-pixel, clamp-to-edge sampling.
     out_h, out_w = size
-    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
     y1 = (top + 0.5 * crop_h / out_h + 0.5) / (height + 1)
     y2 = (top + crop_h - 0.5 * crop_h / out_h + 0.5) / (height + 1)
     x1 = (left + 0.5 * crop_w / out_w + 0.5) / (width + 1)
     x2 = (left + crop_w - 0.5 * crop_w / out_w + 0.5) / (width + 1)
-    boxes = tf.stack([y1, x1, y2, x2], axis=1)
-    crops = tf.image.crop_and_resize(
-        padded, boxes, tf.range(batch), [out_h, out_w], method="bilinear"
-    )
+    return tf.stack([y1, x1, y2, x2], axis=1)
+
+
+def crop_to_boxes(
+    images: tf.Tensor,
+    boxes: tf.Tensor,
+    size: tuple[int, int],
+    box_indices: tf.Tensor | None = None,
+) -> tf.Tensor:
+    """Crops `crop_boxes`' boxes out of `images` and resizes them bilinearly to `size`.
+
+    Args:
+        images: `[batch, height, width, channels]` float images.
+        boxes: `[n, 4]` boxes from `crop_boxes`.
+        size: Output `(height, width)`.
+        box_indices: `[n]` index of the image each box crops. Defaults to
+            `None`: box `i` crops image `i`.
+
+    Returns:
+        A `[n, size[0], size[1], channels]` float32 tensor, clipped to `[0, 1]`.
+    """
+    if box_indices is None:
+        box_indices = tf.range(tf.shape(boxes)[0])
+    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+    crops = tf.image.crop_and_resize(padded, boxes, box_indices, list(size), method="bilinear")
     # Interpolating as `a + (b - a) * t` can round above the larger of a and b.
     return tf.clip_by_value(crops, 0.0, 1.0)
 
@@ -236,7 +282,39 @@ def random_color_jitter(
     Returns:
         Images of the same shape.
     """
-    batch = tf.shape(images)[0]
+    draws = draw_color_jitter(
+        tf.shape(images)[0], brightness, contrast, saturation, hue, probability, seed
+    )
+    return color_jitter(images, draws, with_hue=hue > 0)
+
+
+class JitterDraws(NamedTuple):
+    """`random_color_jitter`'s per-image draws, from `draw_color_jitter`.
+
+    Attributes:
+        factors: `[batch, 3]` brightness, contrast and saturation factors.
+        hue_shift: `[batch]` hue shifts, in turns.
+        apply: `[batch]` bool, whether each image is jittered.
+        order: `[batch, 4]` each image's operations in its order (0
+            brightness, 1 contrast, 2 saturation, 3 hue).
+    """
+
+    factors: tf.Tensor
+    hue_shift: tf.Tensor
+    apply: tf.Tensor
+    order: tf.Tensor
+
+
+def draw_color_jitter(
+    batch: tf.Tensor | int,
+    brightness: float,
+    contrast: float,
+    saturation: float,
+    hue: float,
+    probability: float,
+    seed: tf.Tensor,
+) -> JitterDraws:
+    """Draws `random_color_jitter`'s parameters for `batch` images (same arguments)."""
     factors = tf.stack(
         [
             _uniform(_sub_seed(seed, 0), batch, max(0.0, 1.0 - brightness), 1.0 + brightness),
@@ -245,11 +323,27 @@ def random_color_jitter(
         ],
         axis=1,
     )
-    hue_shift = _uniform(_sub_seed(seed, 3), batch, -hue, hue)
-    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 4))
-    # order[i, k]: image i's operation at position k (0 brightness, 1 contrast,
-    # 2 saturation, 3 hue).
-    order = tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1)
+    return JitterDraws(
+        factors=factors,
+        hue_shift=_uniform(_sub_seed(seed, 3), batch, -hue, hue),
+        apply=bernoulli_mask(batch, probability, _sub_seed(seed, 4)),
+        order=tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1),
+    )
+
+
+def color_jitter(images: tf.Tensor, draws: JitterDraws, with_hue: bool = True) -> tf.Tensor:
+    """Applies drawn colour jitter to a batch, as `random_color_jitter` describes.
+
+    Args:
+        images: `[batch, height, width, channels]` float images in `[0, 1]`.
+        draws: One draw per image, from `draw_color_jitter`.
+        with_hue: Whether the hue shifts apply. Defaults to True; grey
+            (1-channel) images skip them either way.
+
+    Returns:
+        Images of the same shape.
+    """
+    factors, hue_shift, apply, order = draws
     hue_position = tf.argmax(tf.cast(order == 3, tf.int32), axis=1, output_type=tf.int32)
     # The k-th of the three blends of each image, in its order without the hue.
     blends = [
@@ -257,7 +351,7 @@ def random_color_jitter(
     ]
     # Hue cannot change a grey image; skipping it also avoids HSV conversions,
     # which need three channels.
-    if images.shape[-1] == 1 or hue <= 0:
+    if images.shape[-1] == 1 or not with_hue:
         for operation in blends:
             images = _blend_step(images, operation, factors, apply)
         return images
@@ -331,12 +425,34 @@ def random_gaussian_blur(
     Returns:
         Images of the same shape.
     """
-    height, width = images.shape[1], images.shape[2]
     if kernel_size is None:
-        kernel_size = (blur_kernel_size(height), blur_kernel_size(width))
-    batch = tf.shape(images)[0]
+        kernel_size = (blur_kernel_size(images.shape[1]), blur_kernel_size(images.shape[2]))
+    std, apply = draw_gaussian_blur(tf.shape(images)[0], sigma, probability, seed)
+    return _per_image(apply, gaussian_blur(images, std, kernel_size), images)
+
+
+def draw_gaussian_blur(
+    batch: tf.Tensor | int, sigma: tuple[float, float], probability: float, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Draws `random_gaussian_blur`'s `[batch]` standard deviations and `[batch]` bool choices."""
     std = _uniform(_sub_seed(seed, 0), batch, sigma[0], sigma[1])
-    channels = images.shape[-1]
+    return std, bernoulli_mask(batch, probability, _sub_seed(seed, 1))
+
+
+def gaussian_blur(images: tf.Tensor, std: tf.Tensor, kernel_size: tuple[int, int]) -> tf.Tensor:
+    """Blurs every image with its own Gaussian, as `random_gaussian_blur` describes.
+
+    Args:
+        images: `[batch, height, width, channels]` float images with static
+            height, width and channels.
+        std: `[batch]` standard deviations in pixels.
+        kernel_size: `(height, width)` odd kernel sizes.
+
+    Returns:
+        Images of the same shape, clipped to `[0, 1]`.
+    """
+    height, width, channels = images.shape[1], images.shape[2], images.shape[3]
+    batch = tf.shape(images)[0]
     # One depthwise convolution per axis serves the whole batch: the images
     # become the channels of a single image, each with its own kernel.
     stacked = tf.transpose(images, [1, 2, 0, 3])
@@ -358,9 +474,12 @@ def random_gaussian_blur(
         stacked = tf.nn.depthwise_conv2d(stacked, kernel, [1, 1, 1, 1], "VALID")
     blurred = tf.reshape(stacked, [height, width, batch, channels])
     # Weights summing to one can still round a pixel of 1 above 1.
-    blurred = tf.clip_by_value(tf.transpose(blurred, [2, 0, 1, 3]), 0.0, 1.0)
-    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 1))
-    return _per_image(apply, blurred, images)
+    return tf.clip_by_value(tf.transpose(blurred, [2, 0, 1, 3]), 0.0, 1.0)
+
+
+def solarize(images: tf.Tensor, threshold: float = 0.5) -> tf.Tensor:
+    """Inverts the values at or above `threshold`: `v` becomes `1 - v`."""
+    return tf.where(images >= threshold, 1.0 - images, images)
 
 
 def random_solarize(
@@ -381,5 +500,4 @@ def random_solarize(
         Images of the same shape.
     """
     apply = bernoulli_mask(tf.shape(images)[0], probability, seed)
-    solarized = tf.where(images >= threshold, 1.0 - images, images)
-    return _per_image(apply, solarized, images)
+    return _per_image(apply, solarize(images, threshold), images)

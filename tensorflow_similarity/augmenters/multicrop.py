@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_bool, check_int, check_pair
-from tensorflow_similarity.augmenters import _inputs, image_ops
+from tensorflow_similarity.augmenters import _inputs, _pipeline, image_ops
 
 _OWNER = "MultiCropAugmenter"
 
@@ -198,7 +198,7 @@ class MultiCropAugmenter:
             ValueError: If `images` has the wrong rank, channel count or dtype,
                 or unknown height or width.
         """
-        images = _inputs.float_images(images, _OWNER, "crop boxes depend on them")
+        images = _inputs.checked_images(images, _OWNER, "crop boxes depend on them")
         single = images.shape.rank == 3
         if single:
             images = images[None]
@@ -250,24 +250,41 @@ class MultiCropAugmenter:
         seed_for: Callable[[int, int], tf.Tensor],
     ) -> tf.Tensor:
         """`[batch, count, *size, channels]` views; one probability per view, or one for all."""
-        # One crop call per view reads the batch as it is, where cropping a batch
-        # repeated `count` times would copy it; the crops, stacked view-major,
-        # then go through each remaining transform in one call.
+        batch = tf.shape(images)[0]
+        views = count * batch
+        # View-major: view v of image i is entry v * batch + i. Each view's crop
+        # has a seed of its own; the other transforms draw for all the views of
+        # the group at once, blur and solarisation once per probability.
         first_view = 0 if group == _GLOBAL else 2
-        x = tf.concat(
+        boxes = tf.concat(
             [
-                image_ops.random_resized_crop(
-                    images, size, scale, self.crop_ratio, seed_for(_CROP, first_view + view)
+                image_ops.crop_boxes(
+                    batch,
+                    images.shape[1:3],
+                    size,
+                    scale,
+                    self.crop_ratio,
+                    seed_for(_CROP, first_view + view),
                 )
                 for view in range(count)
             ],
             axis=0,
         )
-        if self.flip_prob > 0:
-            x = image_ops.random_flip_left_right(x, self.flip_prob, seed_for(_FLIP, group))
+        part_views = views // len(blur_prob)
+        blur_draws = [
+            image_ops.draw_gaussian_blur(
+                part_views, self.blur_sigma, blur, seed_for(_BLUR, 2 * group + part)
+            )
+            for part, blur in enumerate(blur_prob)
+        ]
+        solarize_draws = [
+            image_ops.bernoulli_mask(part_views, solarize, seed_for(_SOLARIZE, 2 * group + part))
+            for part, solarize in enumerate(solarize_prob)
+        ]
+        jitter = None
         if self.jitter_prob > 0:
-            x = image_ops.random_color_jitter(
-                x,
+            jitter = image_ops.draw_color_jitter(
+                views,
                 self.brightness,
                 self.contrast,
                 self.saturation,
@@ -275,26 +292,34 @@ class MultiCropAugmenter:
                 self.jitter_prob,
                 seed_for(_JITTER, group),
             )
-        if self.grayscale_prob > 0:
-            x = image_ops.random_grayscale(x, self.grayscale_prob, seed_for(_GRAYSCALE, group))
+        draws = _pipeline.ViewDraws(
+            boxes=boxes,
+            source=tf.tile(tf.range(batch), [count]),
+            flip=image_ops.bernoulli_mask(views, self.flip_prob, seed_for(_FLIP, group))
+            if self.flip_prob > 0
+            else None,
+            jitter=jitter,
+            grayscale=image_ops.bernoulli_mask(
+                views, self.grayscale_prob, seed_for(_GRAYSCALE, group)
+            )
+            if self.grayscale_prob > 0
+            else None,
+            blur=tuple(tf.concat(draw, axis=0) for draw in zip(*blur_draws, strict=True))
+            if max(blur_prob) > 0
+            else None,
+            solarize=tf.concat(solarize_draws, axis=0) if max(solarize_prob) > 0 else None,
+        )
         kernel_size = tuple(
             image_ops.blur_kernel_size(side, self.blur_kernel_fraction) for side in size
         )
-        # Blur and solarisation may differ by view: one call per probability.
-        parts = tf.split(x, len(blur_prob), axis=0)
-        for part, (blur, solarize) in enumerate(zip(blur_prob, solarize_prob, strict=True)):
-            index = 2 * group + part
-            if blur > 0:
-                parts[part] = image_ops.random_gaussian_blur(
-                    parts[part], self.blur_sigma, blur, seed_for(_BLUR, index), kernel_size
-                )
-            if solarize > 0:
-                parts[part] = image_ops.random_solarize(
-                    parts[part], solarize, seed_for(_SOLARIZE, index)
-                )
-        x = tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
-        views = tf.reshape(x, [count, -1, *size, images.shape[-1]])
-        return tf.transpose(views, [1, 0, 2, 3, 4])
+        x = _pipeline.make_views(
+            images, draws, size, kernel_size, with_hue=self.hue > 0, each_image=self._each_image
+        )
+        x = tf.reshape(x, [count, -1, *size, images.shape[-1]])
+        return tf.transpose(x, [1, 0, 2, 3, 4])
+
+    # `None`: image by image on a CPU, on the batch on an accelerator (see `_pipeline`).
+    _each_image: bool | None = None
 
     def get_config(self) -> dict[str, Any]:
         """Returns the constructor arguments as plain Python values."""

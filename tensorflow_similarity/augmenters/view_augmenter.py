@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_pair
-from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity.augmenters import _pipeline, image_ops
 from tensorflow_similarity.augmenters._inputs import (
     call_seed,
     check_blur,
@@ -19,7 +19,7 @@ from tensorflow_similarity.augmenters._inputs import (
     check_probability_pair,
     check_seed,
     check_size,
-    float_images,
+    checked_images,
     seed_generator,
 )
 
@@ -169,33 +169,49 @@ class ViewAugmenter:
             ValueError: If `images` has the wrong rank, channel count or dtype,
                 or unknown height or width while `image_size` is `None`.
         """
-        images = float_images(images, _OWNER, "crop boxes and blur kernels depend on them")
+        images = checked_images(images, _OWNER, "crop boxes and blur kernels depend on them")
         rank = images.shape.rank
         if rank == 3:
             images = images[None]
         size = self.image_size or (images.shape[1], images.shape[2])
-        seed = call_seed(self._generator, self._seed, step)
-        views = tuple(
-            self._augment(images, size, view, tf.random.experimental.stateless_fold_in(seed, view))
-            for view in (0, 1)
-        )
+        views = self._two_views(images, size, call_seed(self._generator, self._seed, step))
         if rank == 3:
             views = tuple(v[0] for v in views)
         return views
 
-    def _augment(
+    def _two_views(
+        self, images: tf.Tensor, size: tuple[int, int], seed: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Both views of a batch of checked images, from the call's seed."""
+        fold = tf.random.experimental.stateless_fold_in
+        draws = _pipeline.concat_draws(
+            [self._draws(images, size, view, fold(seed, view)) for view in (0, 1)]
+        )
+        kernel_size = tuple(
+            image_ops.blur_kernel_size(side, self.blur_kernel_fraction) for side in size
+        )
+        views = _pipeline.make_views(
+            images, draws, size, kernel_size, with_hue=self.hue > 0, each_image=self._each_image
+        )
+        view1, view2 = tf.split(views, 2, axis=0)
+        return view1, view2
+
+    # `None`: image by image on a CPU, on the batch on an accelerator (see `_pipeline`).
+    _each_image: bool | None = None
+
+    def _draws(
         self, images: tf.Tensor, size: tuple[int, int], view: int, seed: tf.Tensor
-    ) -> tf.Tensor:
+    ) -> _pipeline.ViewDraws:
+        """One view of each image: every random parameter, drawn for the batch."""
+
         def seed_for(op: int) -> tf.Tensor:
             return tf.random.experimental.stateless_fold_in(seed, op)
 
-        x = image_ops.random_resized_crop(
-            images, size, self.crop_scale, self.crop_ratio, seed_for(0)
-        )
-        x = image_ops.random_flip_left_right(x, self.flip_prob, seed_for(1))
+        batch = tf.shape(images)[0]
+        blur = solarize = jitter = grayscale = None
         if self.jitter_prob > 0:
-            x = image_ops.random_color_jitter(
-                x,
+            jitter = image_ops.draw_color_jitter(
+                batch,
                 self.brightness,
                 self.contrast,
                 self.saturation,
@@ -204,17 +220,26 @@ class ViewAugmenter:
                 seed_for(2),
             )
         if self.grayscale_prob > 0:
-            x = image_ops.random_grayscale(x, self.grayscale_prob, seed_for(3))
-        if self.blur_prob[view] > 0:
-            kernel_size = tuple(
-                image_ops.blur_kernel_size(side, self.blur_kernel_fraction) for side in size
+            grayscale = image_ops.bernoulli_mask(batch, self.grayscale_prob, seed_for(3))
+        # Drawn for both views when either blurs or solarises: a view whose
+        # probability is 0 draws no image.
+        if max(self.blur_prob) > 0:
+            blur = image_ops.draw_gaussian_blur(
+                batch, self.blur_sigma, self.blur_prob[view], seed_for(4)
             )
-            x = image_ops.random_gaussian_blur(
-                x, self.blur_sigma, self.blur_prob[view], seed_for(4), kernel_size
-            )
-        if self.solarize_prob[view] > 0:
-            x = image_ops.random_solarize(x, self.solarize_prob[view], seed_for(5))
-        return x
+        if max(self.solarize_prob) > 0:
+            solarize = image_ops.bernoulli_mask(batch, self.solarize_prob[view], seed_for(5))
+        return _pipeline.ViewDraws(
+            boxes=image_ops.crop_boxes(
+                batch, images.shape[1:3], size, self.crop_scale, self.crop_ratio, seed_for(0)
+            ),
+            source=tf.range(batch),
+            flip=image_ops.bernoulli_mask(batch, self.flip_prob, seed_for(1)),
+            jitter=jitter,
+            grayscale=grayscale,
+            blur=blur,
+            solarize=solarize,
+        )
 
     def get_config(self) -> dict[str, Any]:
         """Returns the constructor arguments as plain Python values."""
