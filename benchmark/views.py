@@ -9,20 +9,20 @@ at 32, 96 and 224 pixels:
    core, two batches prefetched), from random uint8 RGB images held in
    memory (one channel for glyphs), each image's output its two views
    (DINO multi-crop: its two global views at the row's size and 8 local
-   views of `local_size(size)` pixels, DINO's 96 at 224).
-   The SimCLR, SimSiam and Barlow rows are measured twice: with the
-   package's transforms, and with the colour jitter and Gaussian blur as
-   they were before they were batched (`_previous_color_jitter`,
-   `_previous_gaussian_blur` here: an HSV round trip of the whole batch at
-   each of the jitter's four positions, and the blur as one shifted slice
-   per kernel tap). Each figure is the median of `--repeats` runs of
+   views of `local_size(size)` pixels, DINO's 96 at 224). Each augmenter
+   but the glyphs' is measured both ways it can make views: image by image
+   (its default on a CPU) and on the batch (its way on a GPU or TPU), in
+   alternation. Each figure is the median of `--repeats` runs of
    `--batches` batches, timed from the iterator's creation (after tracing)
-   to the last batch, the two variants measured in alternation.
-2. Each transform of `tensorflow_similarity.augmenters.image_ops` on its
-   own: milliseconds per batch of `--batch-size` images at each size, at
-   SimCLR's parameters, median of `--repeats` calls of a `tf.function`
-   after a warm-up call; the previous jitter and blur beside them, with the
-   largest difference between their outputs on the same seed.
+   to the last batch. Beside them, 'in the step': the augmenter alone in a
+   `tf.function` on a batch already in memory, as
+   `ContrastiveModel(augmenter=...)` runs it in its training step.
+2. Each transform on its own, milliseconds per batch of `--batch-size`
+   images at each size, SimCLR's parameters, median of `--repeats` calls
+   of a `tf.function` after a warm-up call: on the batch, each function of
+   `tensorflow_similarity.augmenters.image_ops`; image by image, a SimCLR
+   augmenter making one view with only the crop, then with the crop and one
+   transform drawn for every image, the crop's time taken off.
 
 Results go to `<out>/views.json` and `<out>/views.md`.
 
@@ -35,7 +35,6 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import gc
 import json
@@ -44,7 +43,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -65,13 +64,7 @@ from tensorflow_similarity.augmenters import (  # noqa: E402
     simsiam_augmenter,
 )
 from tensorflow_similarity.augmenters.image_ops import (  # noqa: E402
-    _adjust_hue,
-    _per_image,
-    _sub_seed,
-    _uniform,
-    bernoulli_mask,
     blur_kernel_size,
-    grayscale,
 )
 from tensorflow_similarity.cli.pretrain import view_batches  # noqa: E402
 
@@ -93,101 +86,17 @@ AUGMENTERS: dict[str, Callable[..., ViewAugmenter | MultiCropAugmenter]] = {
     "glyphs": GlyphAugmenter,
     "DINO multi-crop": dino_multicrop,
 }
-# The augmenters that use the colour jitter and the blur, measured before and after.
-WITH_PREVIOUS = ("SimCLR", "SimSiam", "Barlow Twins")
 # SimCLR's colour jitter at strength 1 (brightness, contrast, saturation, hue, probability).
 JITTER = (0.8, 0.8, 0.8, 0.2, 0.8)
-
-
-def _previous_color_jitter(
-    images: tf.Tensor,
-    brightness: float,
-    contrast: float,
-    saturation: float,
-    hue: float,
-    probability: float,
-    seed: tf.Tensor,
-) -> tf.Tensor:
-    """`image_ops.random_color_jitter` before it was batched: an HSV round trip per position."""
-    batch = tf.shape(images)[0]
-    factors = tf.stack(
-        [
-            _uniform(_sub_seed(seed, 0), batch, max(0.0, 1.0 - brightness), 1.0 + brightness),
-            _uniform(_sub_seed(seed, 1), batch, max(0.0, 1.0 - contrast), 1.0 + contrast),
-            _uniform(_sub_seed(seed, 2), batch, max(0.0, 1.0 - saturation), 1.0 + saturation),
-        ],
-        axis=1,
-    )
-    hue_shift = _uniform(_sub_seed(seed, 3), batch, -hue, hue)
-    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 4))
-    order = tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1)
-    with_hue = images.shape[-1] != 1 and hue > 0
-    for position in range(4):
-        operation = order[:, position]
-        factor = tf.gather(factors, tf.minimum(operation, 2), batch_dims=1)[:, None, None, None]
-        luma = grayscale(images)
-        mean_luma = tf.reduce_mean(luma, axis=[1, 2, 3], keepdims=True)
-        target = _per_image(operation == 1, tf.broadcast_to(mean_luma, tf.shape(images)), luma)
-        target = _per_image(operation == 0, tf.zeros_like(images), target)
-        blended = tf.clip_by_value(factor * images + (1.0 - factor) * target, 0.0, 1.0)
-        result = _per_image(apply & (operation < 3), blended, images)
-        if with_hue:
-            result = _per_image(apply & (operation == 3), _adjust_hue(images, hue_shift), result)
-        images = result
-    return images
-
-
-def _previous_blur_axis(images: tf.Tensor, weights: tf.Tensor, axis: int) -> tf.Tensor:
-    radius = (weights.shape[1] - 1) // 2
-    if radius == 0:
-        return images
-    padding = [[0, 0]] * 4
-    padding[axis] = [radius, radius]
-    padded = tf.pad(images, padding, mode="REFLECT")
-    size = [-1, -1, -1, -1]
-    size[axis] = images.shape[axis]
-    total = 0.0
-    for offset in range(2 * radius + 1):
-        begin = [0, 0, 0, 0]
-        begin[axis] = offset
-        total += weights[:, offset, None, None, None] * tf.slice(padded, begin, size)
-    return total
-
-
-def _previous_gaussian_blur(
-    images: tf.Tensor,
-    sigma: tuple[float, float],
-    probability: float,
-    seed: tf.Tensor,
-    kernel_size: tuple[int, int] | None = None,
-) -> tf.Tensor:
-    """`image_ops.random_gaussian_blur` before it was batched: a shifted slice per tap."""
-    height, width = images.shape[1], images.shape[2]
-    if kernel_size is None:
-        kernel_size = (blur_kernel_size(height), blur_kernel_size(width))
-    batch = tf.shape(images)[0]
-    std = _uniform(_sub_seed(seed, 0), batch, sigma[0], sigma[1])
-    blurred = images
-    for axis, size in ((1, kernel_size[0]), (2, kernel_size[1])):
-        radius = (size - 1) // 2
-        offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
-        weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
-        weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
-        blurred = _previous_blur_axis(blurred, weights, axis)
-    apply = bernoulli_mask(batch, probability, _sub_seed(seed, 1))
-    return _per_image(apply, blurred, images)
-
-
-@contextlib.contextmanager
-def previous_transforms() -> Iterator[None]:
-    """Within it, augmenters built and traced use the previous jitter and blur."""
-    saved = image_ops.random_color_jitter, image_ops.random_gaussian_blur
-    image_ops.random_color_jitter = _previous_color_jitter
-    image_ops.random_gaussian_blur = _previous_gaussian_blur
-    try:
-        yield
-    finally:
-        image_ops.random_color_jitter, image_ops.random_gaussian_blur = saved
+# SimCLR's transforms after the crop, each alone and drawn for every image (image by image).
+EACH_IMAGE_TRANSFORMS = {
+    "flip": {"flip_prob": 1.0},
+    "color jitter": {"jitter_prob": 1.0},
+    "grayscale": {"grayscale_prob": 1.0},
+    "gaussian blur": {"blur_prob": 1.0},
+    "solarize": {"solarize_prob": 1.0},
+}
+CROP_ONLY = {"flip_prob": 0.0, "jitter_prob": 0.0, "grayscale_prob": 0.0, "blur_prob": 0.0}
 
 
 def random_images(count: int, size: int, channels: int, seed: int) -> np.ndarray:
@@ -201,20 +110,23 @@ def pipeline_rate(
     images: np.ndarray,
     batch_size: int,
     batches: int,
-    previous: bool = False,
+    each_image: bool | None = None,
 ) -> float:
     """Images per second turned into views by `view_batches`, from its first batch.
+
+    `each_image` picks the augmenter's way (`None`: its default).
 
     Timed from the iterator's creation (the map function is traced before)
     to the last of `batches` batches. Timing only the batches after the first
     would count those made in parallel or prefetched meanwhile as free.
     """
     steps = len(images) // batch_size
-    with previous_transforms() if previous else contextlib.nullcontext():
-        augmenter = factory(images.shape[1], seed=0)
-        dataset = view_batches(
-            images, augmenter, batch_size, seed=0, first_epoch=0, epochs=math.ceil(batches / steps)
-        ).take(batches)
+    augmenter = factory(images.shape[1], seed=0)
+    if each_image is not None:
+        augmenter._each_image = each_image
+    dataset = view_batches(
+        images, augmenter, batch_size, seed=0, first_epoch=0, epochs=math.ceil(batches / steps)
+    ).take(batches)
     gc.collect()
     start = time.perf_counter()
     for _ in dataset:
@@ -247,7 +159,7 @@ def in_step_rate(
 
 
 def transforms(size: int) -> dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]]:
-    """Each transform of a SimCLR view at `size` pixels: `(images, seed) -> images`."""
+    """Each transform of a SimCLR view at `size` pixels on the batch: `(images, seed) -> images`."""
     kernel = (blur_kernel_size(size), blur_kernel_size(size))
     return {
         "random_resized_crop": lambda x, s: image_ops.random_resized_crop(
@@ -255,64 +167,69 @@ def transforms(size: int) -> dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tenso
         ),
         "random_flip_left_right": lambda x, s: image_ops.random_flip_left_right(x, 0.5, s),
         "random_color_jitter": lambda x, s: image_ops.random_color_jitter(x, *JITTER, s),
-        "random_color_jitter (previous)": lambda x, s: _previous_color_jitter(x, *JITTER, s),
         "random_grayscale": lambda x, s: image_ops.random_grayscale(x, 0.2, s),
         "random_gaussian_blur": lambda x, s: image_ops.random_gaussian_blur(
-            x, (0.1, 2.0), 0.5, s, kernel
-        ),
-        "random_gaussian_blur (previous)": lambda x, s: _previous_gaussian_blur(
             x, (0.1, 2.0), 0.5, s, kernel
         ),
         "random_solarize": lambda x, s: image_ops.random_solarize(x, 0.2, s),
     }
 
 
+def _median_seconds(function: Callable[[], object], repeats: int) -> float:
+    function()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def transform_costs(size: int, batch_size: int, repeats: int, seed: int) -> dict:
-    """Seconds per batch of each transform alone, and how far the previous ones' outputs are."""
-    images = tf.image.convert_image_dtype(random_images(batch_size, size, 3, seed), tf.float32)
+    """Seconds per batch of each transform alone: on the batch, and image by image."""
+    uint8_images = random_images(batch_size, size, 3, seed)
+    images = tf.image.convert_image_dtype(uint8_images, tf.float32)
     op_seed = tf.constant([seed, 1], tf.int64)
-    seconds, outputs = {}, {}
+    batched = {}
     for name, transform in transforms(size).items():
         function = tf.function(transform)
-        outputs[name] = function(images, op_seed).numpy()
-        times = []
-        for _ in range(repeats):
-            gc.collect()
-            start = time.perf_counter()
-            function(images, op_seed).numpy()
-            times.append(time.perf_counter() - start)
-        seconds[name] = statistics.median(times)
-    differences = {
-        name: float(np.abs(outputs[name] - outputs[f"{name} (previous)"]).max())
-        for name in ("random_color_jitter", "random_gaussian_blur")
-    }
-    return {"size": size, "seconds": seconds, "max_abs_difference": differences}
+        batched[name] = _median_seconds(lambda f=function: f(images, op_seed).numpy(), repeats)
+
+    def one_view(**overrides: float) -> float:
+        augmenter = simclr_augmenter(size, seed=seed, **{**CROP_ONLY, **overrides})
+        augmenter._each_image = True
+        function = tf.function(lambda x: augmenter(x, step=1)[0])
+        batch = tf.constant(uint8_images)
+        return _median_seconds(lambda: function(batch).numpy(), repeats)
+
+    crop = one_view()
+    each_image = {"crop (uint8 in, float out)": crop}
+    for name, overrides in EACH_IMAGE_TRANSFORMS.items():
+        each_image[name] = max(0.0, one_view(**overrides) - crop)
+    return {"size": size, "seconds": batched, "each_image_seconds": each_image}
 
 
 def measure_pipelines(
     size: int, batch_size: int, batches: int, repeats: int, seed: int, names: Sequence[str]
 ) -> list[dict]:
-    """One row per augmenter at `size`: images per second now, and with the previous transforms."""
+    """One row per augmenter at `size`: images per second image by image and on the batch."""
     rows = []
     for name in names:
         channels = 1 if name == "glyphs" else 3
         images = random_images(2 * batch_size, size, channels, seed)
-        variants = (False, True) if name in WITH_PREVIOUS else (False,)
-        rates: dict[bool, list[float]] = {variant: [] for variant in variants}
+        ways = (None,) if name == "glyphs" else (True, False)
+        rates: dict[bool | None, list[float]] = {way: [] for way in ways}
         in_step = []
         for repeat in range(repeats):
             in_step.append(in_step_rate(AUGMENTERS[name], images, batch_size, batches))
-            order = variants if repeat % 2 == 0 else variants[::-1]
-            for previous in order:
-                factory = AUGMENTERS[name]
-                rates[previous].append(
-                    pipeline_rate(factory, images, batch_size, batches, previous)
-                )
+            for way in ways if repeat % 2 == 0 else ways[::-1]:
+                rates[way].append(pipeline_rate(AUGMENTERS[name], images, batch_size, batches, way))
         row = {
             "augmenter": name,
             "size": size,
-            "images_per_s": statistics.median(rates[False]),
-            "previous_images_per_s": statistics.median(rates[True]) if True in rates else None,
+            "images_per_s": statistics.median(rates[ways[0]]),
+            "batched_images_per_s": statistics.median(rates[False]) if False in rates else None,
             "in_step_images_per_s": statistics.median(in_step),
         }
         rows.append(row)
@@ -330,10 +247,11 @@ def render_markdown(payload: dict) -> str:
         return "-" if value is None else f"{value:,.0f}"
 
     def speedup(row: dict) -> str:
-        previous = row["previous_images_per_s"]
-        return "-" if previous is None else f"{row['images_per_s'] / previous:.2f}"
+        batched = row.get("batched_images_per_s")
+        return "-" if batched is None else f"{row['images_per_s'] / batched:.2f}"
 
     names = list(costs[sizes[0]]["seconds"])
+    each_names = list(costs[sizes[0]].get("each_image_seconds", {}))
     return "\n".join(
         [
             "# Two-view augmenters: images per second",
@@ -347,20 +265,22 @@ def render_markdown(payload: dict) -> str:
             + ("One run" if payload["repeats"] == 1 else f"Medians of {payload['repeats']} runs")
             + f" of {payload['batches']} batches each, timed from the "
             "iterator's creation (after tracing). "
-            "'previous': the colour jitter and blur before they were batched. 'in the step': "
-            "the augmenter alone in a `tf.function` on a batch already in memory, as "
-            "`ContrastiveModel(augmenter=...)` runs it inside its training step.",
+            "'image by image': the augmenters' way on a CPU; 'on the batch': their way on a "
+            "GPU or TPU, here on the CPU. 'in the step': the augmenter alone in a "
+            "`tf.function` on a batch already in memory, as "
+            "`ContrastiveModel(augmenter=...)` runs it inside its training step (image by "
+            "image on a CPU).",
             "",
             "## Through tf.data (images per second)",
             "",
             markdown_table(
-                ["augmenter", "pixels", "now", "previous", "speed-up", "in the step"],
+                ["augmenter", "pixels", "image by image", "on the batch", "ratio", "in the step"],
                 [
                     [
                         row["augmenter"],
                         row["size"],
                         rate(row["images_per_s"]),
-                        rate(row["previous_images_per_s"]),
+                        rate(row.get("batched_images_per_s")),
                         speedup(row),
                         rate(row.get("in_step_images_per_s")),
                     ]
@@ -370,21 +290,31 @@ def render_markdown(payload: dict) -> str:
             "",
             f"## Each transform alone (milliseconds per batch of {batch})",
             "",
-            "SimCLR's parameters; the largest difference between the outputs of a "
-            "transform and its previous version on the same images and seed: "
-            + "; ".join(
-                f"{size} px: jitter "
-                f"{costs[size]['max_abs_difference']['random_color_jitter']:.1e}, blur "
-                f"{costs[size]['max_abs_difference']['random_gaussian_blur']:.1e}"
-                for size in sizes
-            )
-            + ".",
+            "On the batch: each `image_ops` function, SimCLR's parameters (a transform drawn "
+            "for only some images is still computed for all).",
             "",
             markdown_table(
                 ["transform", *(f"{size} px" for size in sizes)],
                 [
                     [name, *(f"{1000 * costs[size]['seconds'][name]:,.1f}" for size in sizes)]
                     for name in names
+                ],
+            ),
+            "",
+            "Image by image: one SimCLR view of each image with only the crop, then the time "
+            "one more transform adds when drawn for every image.",
+            "",
+            markdown_table(
+                ["transform", *(f"{size} px" for size in sizes)],
+                [
+                    [
+                        name,
+                        *(
+                            f"{1000 * costs[size]['each_image_seconds'][name]:,.1f}"
+                            for size in sizes
+                        ),
+                    ]
+                    for name in each_names
                 ],
             ),
             "",

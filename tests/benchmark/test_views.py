@@ -1,7 +1,7 @@
 """Smoke test of `benchmark.views`: its rows, tables and report section, run in-process.
 
-Timings are never asserted; that the previous jitter and blur give the same
-outputs as the package's (to float rounding) is.
+Timings are never asserted: only that each way, transform and row is measured
+and reported.
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ def test_quick_run_writes_rows_and_tables(tmp_path):
     assert payload["quick"] and payload["sizes"] == [16] and payload["batch_size"] == 8
     simclr, glyphs = payload["pipelines"]
     assert simclr["augmenter"] == "SimCLR" and simclr["images_per_s"] > 0
-    assert simclr["previous_images_per_s"] > 0
-    assert glyphs["augmenter"] == "glyphs" and glyphs["previous_images_per_s"] is None
+    assert simclr["batched_images_per_s"] > 0 and simclr["in_step_images_per_s"] > 0
+    assert glyphs["augmenter"] == "glyphs" and glyphs["batched_images_per_s"] is None
     (costs,) = payload["transforms"]
     assert set(costs["seconds"]) == set(views.transforms(16))
-    assert all(value < 1e-5 for value in costs["max_abs_difference"].values())
+    assert set(costs["each_image_seconds"]) == {
+        "crop (uint8 in, float out)",
+        *views.EACH_IMAGE_TRANSFORMS,
+    }
+    assert costs["each_image_seconds"]["crop (uint8 in, float out)"] > 0
 
     section = report.script_section(payload, tmp_path, "views.json")
     assert "Two-view augmenters" in section and "| SimCLR | 16 |" in section
+    assert "| gaussian blur |" in section and "| random_gaussian_blur |" in section
     assert (tmp_path / "views.md").read_text().startswith("# Two-view augmenters")
