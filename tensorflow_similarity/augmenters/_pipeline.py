@@ -10,14 +10,16 @@ applies them. Two ways give the same views:
 - image by image: a `tf.map_fn` over the views runs each view's transforms
   one after another on that image only, and skips those not drawn. A view
   stays in the processor's cache from its crop to its last transform, where
-  each batch op would stream the whole batch through memory again; on a CPU
-  this is several times faster from about 64 pixels up.
+  each batch op would stream the whole batch through memory again: the
+  faster way on a CPU (`benchmark/views.py` measures both).
 
 `make_views` takes the second on a CPU (a `tf.data` pipeline, or a step
 placed on one) and the first where the images are placed on a GPU or TPU.
 The hue shift is TensorFlow's fused `adjust_hue` image by image and an HSV
 round trip of the batch otherwise: the two differ by float32 rounding (a few
-1e-6); every other transform computes the same formula either way.
+1e-6). Every other transform computes the same formula either way, some
+with their sums in another order (the luma, the mean luma as the luma of the
+mean colour).
 """
 
 from __future__ import annotations
@@ -141,6 +143,22 @@ def _blend(image: tf.Tensor, factor: tf.Tensor, target: tf.Tensor | float) -> tf
     return tf.clip_by_value(factor * image + (1.0 - factor) * target, 0.0, 1.0)
 
 
+def _luma(image: tf.Tensor) -> tf.Tensor:
+    """`[height, width, 1]` luma of one image: channel slices, much faster than a reduction."""
+    if image.shape[-1] == 1:
+        return image
+    red, green, blue = image_ops.LUMA_WEIGHTS
+    return image[..., :1] * red + image[..., 1:2] * green + image[..., 2:] * blue
+
+
+def _mean_luma(image: tf.Tensor) -> tf.Tensor:
+    """The mean of `_luma(image)`, as the luma of the mean colour."""
+    means = tf.reduce_mean(image, axis=[0, 1])
+    if image.shape[-1] == 1:
+        return means[0]
+    return tf.tensordot(means, tf.constant(image_ops.LUMA_WEIGHTS, image.dtype), 1)
+
+
 def _jitter_one(
     image: tf.Tensor, factors: tf.Tensor, hue_shift: tf.Tensor, order: tf.Tensor, with_hue: bool
 ) -> tf.Tensor:
@@ -151,8 +169,8 @@ def _jitter_one(
         def operations(x: tf.Tensor = image) -> list:
             return [
                 lambda: _blend(x, factors[0], 0.0),
-                lambda: _blend(x, factors[1], tf.reduce_mean(image_ops._luma(x))),
-                lambda: _blend(x, factors[2], image_ops._luma(x)),
+                lambda: _blend(x, factors[1], _mean_luma(x)),
+                lambda: _blend(x, factors[2], _luma(x)),
                 (lambda: tf.clip_by_value(tf.image.adjust_hue(x, hue_shift), 0.0, 1.0))
                 if with_hue
                 else (lambda: x),
@@ -162,18 +180,38 @@ def _jitter_one(
     return image
 
 
-def _blur_one(image: tf.Tensor, std: tf.Tensor, kernel_size: tuple[int, int]) -> tf.Tensor:
-    """`image_ops.gaussian_blur` of one `[height, width, channels]` image."""
-    x = image[None]
+def _solarize_one(image: tf.Tensor) -> tf.Tensor:
+    # `image_ops.solarize` at its threshold 0.5, exactly, on values in [0, 1]:
+    # `1 - v` is exact for `v >= 0.5`, and the smaller of `v` and `1 - v`.
+    return tf.minimum(image, 1.0 - image)
+
+
+def _blur_kernels(
+    std: tf.Tensor, kernel_size: tuple[int, int], channels: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Every view's depthwise kernels `[n, kh, 1, channels, 1]` and `[n, 1, kw, channels, 1]`.
+
+    Computed for all views at once, as `image_ops.gaussian_blur` computes them
+    (a kernel of size 1 is the single weight 1: no blur along that axis).
+    """
+    kernels = []
     for axis, size in ((1, kernel_size[0]), (2, kernel_size[1])):
         radius = (size - 1) // 2
-        if radius == 0:
-            continue
         offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
-        weights = tf.exp(-0.5 * tf.square(offsets / std))
-        weights /= tf.reduce_sum(weights)
-        shape = [size, 1, 1, 1] if axis == 1 else [1, size, 1, 1]
-        kernel = tf.tile(tf.reshape(weights, shape), [1, 1, image.shape[-1], 1])
+        weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
+        weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
+        shape = [-1, size, 1, 1, 1] if axis == 1 else [-1, 1, size, 1, 1]
+        kernels.append(tf.tile(tf.reshape(weights, shape), [1, 1, 1, channels, 1]))
+    return kernels[0], kernels[1]
+
+
+def _blur_one(image: tf.Tensor, kernels: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """`image_ops.gaussian_blur` of one `[height, width, channels]` image."""
+    x = image[None]
+    for axis, kernel in zip((1, 2), kernels, strict=True):
+        if kernel.shape[axis - 1] == 1:
+            continue
+        radius = (kernel.shape[axis - 1] - 1) // 2
         padding = [[0, 0]] * 4
         padding[axis] = [radius, radius]
         x = tf.nn.depthwise_conv2d(
@@ -195,7 +233,12 @@ def _views_each(
         "gray": draws.grayscale,
         "solarize": draws.solarize,
         "jitter": draws.jitter,
-        "blur": draws.blur,
+        "blur": None
+        if draws.blur is None
+        else (
+            _blur_kernels(draws.blur[0], kernel_size, images.shape[-1]),
+            draws.blur[1],
+        ),
     }
     elements.update({key: value for key, value in optional.items() if value is not None})
     # Eagerly, `tf.map_fn` would run its function once per view in Python.
@@ -211,10 +254,13 @@ def _map_views(
     with_hue: bool,
 ) -> tf.Tensor:
     channels = images.shape[-1]
+    # Converted and padded once for every view of the call; each view's crop
+    # then reads only the pixels it samples.
+    padded = image_ops.pad_for_crop(to_float32(images))
 
     def one(element: dict) -> tf.Tensor:
-        image = to_float32(tf.gather(images, element["source"]))[None]
-        x = image_ops.crop_to_boxes(image, element["box"][None], size)[0]
+        box, source = element["box"][None], element["source"][None]
+        x = image_ops.crop_padded(padded, box, size, source)[0]
 
         def when(mask: tf.Tensor, transform, x: tf.Tensor) -> tf.Tensor:
             result = tf.cond(mask, lambda: transform(x), lambda: x)
@@ -227,12 +273,12 @@ def _map_views(
             factors, hue_shift, apply, order = element["jitter"]
             x = when(apply, lambda v: _jitter_one(v, factors, hue_shift, order, with_hue), x)
         if "gray" in element:
-            x = when(element["gray"], lambda v: image_ops.grayscale(v[None])[0], x)
+            x = when(element["gray"], lambda v: tf.broadcast_to(_luma(v), tf.shape(v)), x)
         if "blur" in element:
-            std, apply = element["blur"]
-            x = when(apply, lambda v: _blur_one(v, std, kernel_size), x)
+            kernels, apply = element["blur"]
+            x = when(apply, lambda v: _blur_one(v, kernels), x)
         if "solarize" in element:
-            x = when(element["solarize"], image_ops.solarize, x)
+            x = when(element["solarize"], _solarize_one, x)
         return x
 
     return tf.map_fn(

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 # ITU-R 601-2 luma, as torchvision's rgb_to_grayscale and PIL's convert("L").
-_LUMA = (0.299, 0.587, 0.114)
+LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 
 # torchvision's RandomResizedCrop tries this many (scale, ratio) draws before
 # falling back to a central crop.
@@ -81,7 +81,7 @@ def grayscale(images: tf.Tensor) -> tf.Tensor:
 def _luma(images: tf.Tensor) -> tf.Tensor:
     if images.shape[-1] == 1:
         return images
-    return tf.reduce_sum(images * tf.constant(_LUMA, images.dtype), axis=-1, keepdims=True)
+    return tf.reduce_sum(images * tf.constant(LUMA_WEIGHTS, images.dtype), axis=-1, keepdims=True)
 
 
 def random_resized_crop(
@@ -198,7 +198,18 @@ def crop_to_boxes(
     """
     if box_indices is None:
         box_indices = tf.range(tf.shape(boxes)[0])
-    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+    return crop_padded(pad_for_crop(images), boxes, size, box_indices)
+
+
+def pad_for_crop(images: tf.Tensor) -> tf.Tensor:
+    """`images` with the one-pixel edge-replicating border `crop_boxes`' boxes lie on."""
+    return tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+
+
+def crop_padded(
+    padded: tf.Tensor, boxes: tf.Tensor, size: tuple[int, int], box_indices: tf.Tensor
+) -> tf.Tensor:
+    """`crop_to_boxes` of images already through `pad_for_crop`."""
     crops = tf.image.crop_and_resize(padded, boxes, box_indices, list(size), method="bilinear")
     # Interpolating as `a + (b - a) * t` can round above the larger of a and b.
     return tf.clip_by_value(crops, 0.0, 1.0)
