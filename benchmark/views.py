@@ -11,12 +11,13 @@ at 32, 96 and 224 pixels:
    (DINO multi-crop: its two global views at the row's size and 8 local
    views of `local_size(size)` pixels, DINO's 96 at 224). Each augmenter
    but the glyphs' is measured both ways it can make views: image by image
-   (its default on a CPU) and on the batch (its way on a GPU or TPU), in
-   alternation. Each figure is the median of `--repeats` runs of
-   `--batches` batches, timed from the iterator's creation (after tracing)
-   to the last batch. Beside them, 'in the step': the augmenter alone in a
-   `tf.function` on a batch already in memory, as
-   `ContrastiveModel(augmenter=...)` runs it in its training step.
+   (its default on a CPU from 40 x 40 pixels) and on the batch (its way
+   below that, and on a GPU or TPU), in alternation. Each figure is the
+   median of `--repeats` runs of `--batches` batches, timed from the
+   iterator's creation (after tracing) to the last batch. Beside them, 'in
+   the step': the augmenter alone in a `tf.function` on a batch already in
+   memory, as `ContrastiveModel(augmenter=...)` runs it in its training
+   step.
 2. Each transform on its own, milliseconds per batch of `--batch-size`
    images at each size, SimCLR's parameters, median of `--repeats` calls
    of a `tf.function` after a warm-up call: on the batch, each function of
@@ -265,11 +266,11 @@ def render_markdown(payload: dict) -> str:
             + ("One run" if payload["repeats"] == 1 else f"Medians of {payload['repeats']} runs")
             + f" of {payload['batches']} batches each, timed from the "
             "iterator's creation (after tracing). "
-            "'image by image': the augmenters' way on a CPU; 'on the batch': their way on a "
-            "GPU or TPU, here on the CPU. 'in the step': the augmenter alone in a "
-            "`tf.function` on a batch already in memory, as "
-            "`ContrastiveModel(augmenter=...)` runs it inside its training step (image by "
-            "image on a CPU).",
+            "'image by image': the augmenters' way on a CPU from 40 x 40 pixels; 'on the "
+            "batch': their way below that and on a GPU or TPU, here on the CPU. 'in the "
+            "step': the augmenter alone in a `tf.function` on a batch already in memory, as "
+            "`ContrastiveModel(augmenter=...)` runs it inside its training step, its default "
+            "way (on a CPU: image by image from 40 x 40 pixels, on the batch below).",
             "",
             "## Through tf.data (images per second)",
             "",

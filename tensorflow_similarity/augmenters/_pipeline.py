@@ -14,7 +14,9 @@ applies them. Two ways give the same views:
   faster way on a CPU (`benchmark/views.py` measures both).
 
 `make_views` takes the second on a CPU (a `tf.data` pipeline, or a step
-placed on one) and the first where the images are placed on a GPU or TPU.
+placed on one) for views of at least `EACH_IMAGE_MIN_PIXELS` pixels, and the
+first for smaller views (whose batch fits in the cache anyway) and wherever
+the images are placed on a GPU or TPU.
 The hue shift is TensorFlow's fused `adjust_hue` image by image and an HSV
 round trip of the batch otherwise: the two differ by float32 rounding (a few
 1e-6). Every other transform computes the same formula either way, some
@@ -33,6 +35,10 @@ from tensorflow_similarity.augmenters._inputs import to_float32
 
 # Views made at once by `tf.map_fn`; each holds a few copies of one view.
 _PARALLEL_VIEWS = 4
+# The smallest view, in pixels, made image by image on a CPU: below it the
+# per-op cost of each view outweighs what the cache saves
+# (`benchmark/views.py` measures both ways).
+EACH_IMAGE_MIN_PIXELS = 40 * 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,13 +111,15 @@ def make_views(
         kernel_size: The blur's `(height, width)` kernel sizes.
         with_hue: Whether the jitter shifts hue.
         each_image: `True` image by image, `False` on the batch. Defaults to
-            `None`: image by image unless the images are on a GPU or TPU.
+            `None`: image by image for views of at least
+            `EACH_IMAGE_MIN_PIXELS` pixels, unless the images are on a GPU or
+            TPU.
 
     Returns:
         The views, in the order of `draws`.
     """
     if each_image is None:
-        each_image = not on_accelerator(images)
+        each_image = size[0] * size[1] >= EACH_IMAGE_MIN_PIXELS and not on_accelerator(images)
     if each_image:
         return _views_each(images, draws, size, kernel_size, with_hue)
     return _views_batched(images, draws, size, kernel_size, with_hue)

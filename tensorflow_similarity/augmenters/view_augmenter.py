@@ -39,12 +39,12 @@ class ViewAugmenter:
     the two views (Barlow Twins and BYOL make them asymmetric). The transforms
     follow torchvision (see `tensorflow_similarity.augmenters.image_ops`).
 
-    A call draws every parameter for the whole batch, then makes the views
-    image by image on a CPU (a `tf.data` pipeline, or a step placed on a
-    CPU), each view kept in the processor's cache from its crop to its last
-    transform, and on the batch at once where the images are placed on a GPU
-    or TPU. Both ways make the same views, up to float32 rounding of the hue
-    shift (a few 1e-6).
+    A call draws every parameter for the whole batch, then makes views of
+    40 x 40 pixels or more image by image on a CPU (a `tf.data` pipeline, or
+    a step placed on a CPU), each view kept in the processor's cache from its
+    crop to its last transform; smaller views, and views of images placed on
+    a GPU or TPU, are made on the batch at once. Both ways make the same
+    views, up to float32 rounding (a few 1e-6).
 
     The defaults are SimCLR's (Chen et al., 2020, appendix A, colour
     strength 1.0); `simclr_augmenter`, `simsiam_augmenter` and

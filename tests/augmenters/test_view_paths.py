@@ -107,15 +107,21 @@ def test_multicrop_image_by_image_views_equal_the_batched_views(channels):
         np.testing.assert_allclose(a, b, rtol=0, atol=HUE_ROUNDING)
 
 
-def test_image_by_image_is_the_default_on_a_cpu_eagerly_in_graphs_and_in_tf_data():
-    augmenter = simclr_augmenter(16, seed=3)
-    x = uint8_images(batch=8)
-    each = views(augmenter, x, True)
-    assert not np.array_equal(each[0], views(augmenter, x, False)[0])
+@pytest.mark.parametrize(
+    ("size", "each_image"),
+    [(40, True), (48, True), (39, False), (16, False)],
+)
+def test_on_a_cpu_views_from_40_x_40_pixels_are_made_image_by_image(size, each_image):
+    assert (size * size >= _pipeline.EACH_IMAGE_MIN_PIXELS) == each_image
+    augmenter = simclr_augmenter(size, seed=3)
+    x = uint8_images(batch=4, size=size)
+    expected = views(augmenter, x, each_image)
+    assert not np.array_equal(expected[0], views(augmenter, x, not each_image)[0])
     graph = tf.function(lambda images: augmenter(images, step=STEP))
     dataset = tf.data.Dataset.from_tensors(x).map(lambda images: augmenter(images, step=STEP))
+    # Eagerly, in a graph and in a tf.data pipeline alike.
     for made in (augmenter(x, step=STEP), graph(x), next(iter(dataset))):
-        for a, b in zip(made, each, strict=True):
+        for a, b in zip(made, expected, strict=True):
             np.testing.assert_array_equal(a, b)
     with tf.device("/CPU:0"):
         assert not _pipeline.on_accelerator(tf.constant(x))
