@@ -318,7 +318,7 @@ class MultiCropAugmenter:
         x = tf.reshape(x, [count, -1, *size, images.shape[-1]])
         return tf.transpose(x, [1, 0, 2, 3, 4])
 
-    # `None`: image by image on a CPU, on the batch on an accelerator (see `_pipeline`).
+    # `None`: the default way of `_pipeline.make_views`; tests and benchmarks set it.
     _each_image: bool | None = None
 
     def get_config(self) -> dict[str, Any]:

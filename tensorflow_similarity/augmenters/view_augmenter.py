@@ -203,7 +203,7 @@ class ViewAugmenter:
         view1, view2 = tf.split(views, 2, axis=0)
         return view1, view2
 
-    # `None`: image by image on a CPU, on the batch on an accelerator (see `_pipeline`).
+    # `None`: the default way of `_pipeline.make_views`; tests and benchmarks set it.
     _each_image: bool | None = None
 
     def _draws(
