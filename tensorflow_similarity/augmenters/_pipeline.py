@@ -204,10 +204,7 @@ def _blur_kernels(
     """
     kernels = []
     for axis, size in ((1, kernel_size[0]), (2, kernel_size[1])):
-        radius = (size - 1) // 2
-        offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
-        weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
-        weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
+        weights = image_ops.gaussian_weights(std, size)
         shape = [-1, size, 1, 1, 1] if axis == 1 else [-1, 1, size, 1, 1]
         kernels.append(tf.tile(tf.reshape(weights, shape), [1, 1, 1, channels, 1]))
     return kernels[0], kernels[1]

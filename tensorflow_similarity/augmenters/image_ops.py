@@ -472,9 +472,7 @@ def gaussian_blur(images: tf.Tensor, std: tf.Tensor, kernel_size: tuple[int, int
         radius = (size - 1) // 2
         if radius == 0:
             continue
-        offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
-        weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
-        weights /= tf.reduce_sum(weights, axis=1, keepdims=True)
+        weights = gaussian_weights(std, size)
         # [batch * channels, size]: each image's kernel, once per channel.
         weights = tf.reshape(tf.repeat(weights, channels, axis=0), [-1, size])
         kernel_shape = [size, 1, -1, 1] if axis == 1 else [1, size, -1, 1]
@@ -486,6 +484,14 @@ def gaussian_blur(images: tf.Tensor, std: tf.Tensor, kernel_size: tuple[int, int
     blurred = tf.reshape(stacked, [height, width, batch, channels])
     # Weights summing to one can still round a pixel of 1 above 1.
     return tf.clip_by_value(tf.transpose(blurred, [2, 0, 1, 3]), 0.0, 1.0)
+
+
+def gaussian_weights(std: tf.Tensor, size: int) -> tf.Tensor:
+    """`[n, size]` normalised Gaussian kernels of odd `size`, one per deviation in `std`."""
+    radius = (size - 1) // 2
+    offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
+    weights = tf.exp(-0.5 * tf.square(offsets[None, :] / std[:, None]))
+    return weights / tf.reduce_sum(weights, axis=1, keepdims=True)
 
 
 def solarize(images: tf.Tensor, threshold: float = 0.5) -> tf.Tensor:
