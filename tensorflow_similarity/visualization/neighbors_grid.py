@@ -124,7 +124,8 @@ def _check_shapes(
             f"neighbors_grid: got query_labels of shape {query_labels.shape} for {count} "
             "query images; pass one class per query."
         )
-    if neighbour_labels.ndim != 2 or len(neighbour_labels) != count or neighbour_labels.shape[1] < 1:
+    shape = neighbour_labels.shape
+    if len(shape) != 2 or shape[0] != count or shape[1] == 0:
         raise ValueError(
             f"neighbors_grid: got neighbor_labels of shape {neighbour_labels.shape} for "
             f"{count} queries; pass [q, k] classes, k >= 1 neighbours per query."
