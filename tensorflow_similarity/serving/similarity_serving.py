@@ -26,7 +26,13 @@ class SimilarityServing(tf.Module):
     mode (`training=False`: batch norm, synchronised or not, is the plain
     inference batch norm), and only the variables it reads are tracked, so
     the saved artefact holds TensorFlow functions and variables and nothing
-    of this package.
+    of this package. Both signatures check their images in the graph before
+    the network runs: another shape than `[batch, *input_shape]` (another
+    size, channel count or rank), or a NaN or infinite pixel, is refused
+    with an `InvalidArgumentError` that names the expected shape (a loaded
+    signature would otherwise answer an image of another size); `lookup`
+    also refuses non-finite embeddings, as `model.lookup` does. An empty
+    batch returns empty outputs.
 
     Args:
         embeddings: `images -> embeddings` (the model's `_serving_embeddings`),
@@ -52,18 +58,22 @@ class SimilarityServing(tf.Module):
         uint8_input: bool = False,
     ) -> None:
         super().__init__(name="similarity_serving")
-        spec = tf.TensorSpec(
-            [None, *input_shape], tf.uint8 if uint8_input else tf.float32, name="images"
-        )
+        dtype = tf.uint8 if uint8_input else tf.float32
+        spec = tf.TensorSpec([None, *input_shape], dtype, name="images")
         normalise = isinstance(distance, CosineDistance)
 
-        def raw_embeddings(images: tf.Tensor) -> tf.Tensor:
+        def raw_embeddings(images: tf.Tensor, signature: str) -> tf.Tensor:
+            images = _checked_images(images, input_shape, dtype, signature)
             if uint8_input:
                 images = tf.cast(images, tf.float32) / 255.0
-            return tf.cast(embeddings(images), tf.float32)
+            # An empty batch gets one blank image, whose embedding is dropped: some kernels
+            # (oneDNN's batch norm, XNNPack) fail on a batch of none.
+            count = tf.shape(images)[0]
+            blank = tf.zeros(tf.concat([[tf.maximum(1 - count, 0)], tf.shape(images)[1:]], 0))
+            return tf.cast(embeddings(tf.concat([images, blank], 0))[:count], tf.float32)
 
         def embed(images: tf.Tensor) -> dict[str, tf.Tensor]:
-            found = raw_embeddings(images)
+            found = raw_embeddings(images, "embed")
             return {"embeddings": l2_normalize(found, axis=1) if normalise else found}
 
         # Concrete functions, traced once: saved as they are and as the signatures, so the
@@ -89,9 +99,14 @@ class SimilarityServing(tf.Module):
             ]
 
             def lookup(images: tf.Tensor) -> dict[str, tf.Tensor]:
+                queries = tf.debugging.assert_all_finite(
+                    raw_embeddings(images, "lookup"),
+                    "lookup: the model's embeddings of these images are not finite (NaN or "
+                    "infinite); an index only holds finite embeddings",
+                )
                 distances, positions = exact_nearest(
                     index.distance,
-                    raw_embeddings(images),
+                    queries,
                     self.index_embeddings,
                     self.index_norms,
                     k,
@@ -123,3 +138,53 @@ class SimilarityServing(tf.Module):
         if hasattr(self, "lookup"):
             found["lookup"] = self.lookup
         return found
+
+
+def _checked_images(
+    images: tf.Tensor, input_shape: Sequence[int | None], dtype: tf.DType, signature: str
+) -> tf.Tensor:
+    """`images`, once the graph has checked them: refused with a clear error, not misread.
+
+    A loaded signature does not hold a caller to its declared spec: it runs
+    an image of another size through the network (a pooled network answers
+    it), and another rank or channel count fails deep in the graph, or
+    aborts the process. So the graph asserts, before the network runs, that
+    `images` is `[batch, *input_shape]` and, for floats, finite; the error
+    names the expected shape and what was given.
+
+    Args:
+        images: The signature's input.
+        input_shape: The shape of one image; a `None` dimension takes any size.
+        dtype: The signature's dtype; a float one is checked to be finite.
+        signature: The signature's name, for the message.
+
+    Returns:
+        `images`, with the checks as control dependencies.
+    """
+    expected = [-1 if size is None else int(size) for size in input_shape]
+    shape = tf.shape(images)
+    # Padded, so that an image of a lower rank compares (and fails) rather than erroring.
+    dims = tf.concat([shape, tf.zeros([len(expected) + 1], tf.int32)], 0)[1 : len(expected) + 1]
+    same = tf.logical_and(
+        tf.equal(tf.rank(images), len(expected) + 1),
+        tf.reduce_all(tf.logical_or(tf.equal(dims, expected), tf.equal(expected, -1))),
+    )
+    wanted = ", ".join("any" if size < 0 else str(size) for size in expected)
+    checks = [
+        tf.debugging.Assert(
+            same,
+            [
+                f"{signature} takes images of shape [batch, {wanted}] ({dtype.name}); "
+                "resize them to that size first. Got a batch of shape",
+                shape,
+            ],
+            summarize=len(expected) + 1,
+        )
+    ]
+    with tf.control_dependencies(checks):
+        images = tf.identity(images)
+    if dtype.is_floating:
+        images = tf.debugging.assert_all_finite(
+            images, f"{signature}: images hold NaN or infinite pixels; give finite pixels"
+        )
+    return images

@@ -114,12 +114,27 @@ def test_the_artefact_holds_tensorflow_ops_only_and_no_package_object(trained):
     assert "TopKV2" in ops
 
 
-def test_the_artefact_loads_and_answers_where_the_package_cannot_be_imported(
-    trained, served, tmp_path
-):
-    np.save(tmp_path / "queries.npy", trained.queries)
+# Inputs a served signature must refuse (or, the empty batch, answer): name -> (shape, fill).
+BAD_INPUTS = {
+    "8x8": ((2, 8, 8, 3), "0.5"),
+    "16x8": ((1, 16, 8, 3), "0.5"),
+    "32x32": ((1, 32, 32, 3), "0.5"),
+    "one channel": ((1, 16, 16, 1), "0.5"),
+    "rank 3": ((16, 16, 3), "0.5"),
+    "nan pixel": ((2, 16, 16, 3), "nan"),
+    "infinite pixel": ((1, 16, 16, 3), "inf"),
+    "empty batch": ((0, 16, 16, 3), "0.5"),
+}
+
+
+@pytest.fixture(scope="module")
+def blocked(trained, tmp_path_factory):
+    """What the export answers, loaded where tensorflow_similarity cannot be imported."""
+    folder = tmp_path_factory.mktemp("blocked")
+    np.save(folder / "queries.npy", trained.queries)
     script = textwrap.dedent(
         f"""
+        import json
         import sys
 
         class Blocked:
@@ -138,10 +153,25 @@ def test_the_artefact_loads_and_answers_where_the_package_cannot_be_imported(
         import tensorflow as tf
 
         served = tf.saved_model.load({str(trained.export.path)!r})
-        queries = tf.constant(np.load({str(tmp_path / "queries.npy")!r}))
+        queries = tf.constant(np.load({str(folder / "queries.npy")!r}))
         found = dict(served.signatures["lookup"](images=queries))
         found.update(served.signatures["embed"](images=queries))
-        np.savez({str(tmp_path / "found.npz")!r}, **{{k: v.numpy() for k, v in found.items()}})
+        np.savez({str(folder / "found.npz")!r}, **{{k: v.numpy() for k, v in found.items()}})
+        answers = {{}}
+        for name, (shape, fill) in {BAD_INPUTS!r}.items():
+            images = np.full(shape, 0.5, np.float32)
+            images.reshape(-1)[:1] = float(fill)
+            for signature in ("embed", "lookup"):
+                try:
+                    outputs = served.signatures[signature](images=tf.constant(images))
+                except tf.errors.InvalidArgumentError as error:
+                    answers[f"{{signature}} {{name}}"] = "refused: " + error.message
+                else:
+                    answers[f"{{signature}} {{name}}"] = {{
+                        k: list(v.shape) for k, v in outputs.items()
+                    }}
+        with open({str(folder / "answers.json")!r}, "w") as file:
+            json.dump(answers, file)
         assert not [m for m in sys.modules if m.startswith("tensorflow_similarity")]
         """
     )
@@ -151,7 +181,14 @@ def test_the_artefact_loads_and_answers_where_the_package_cannot_be_imported(
         [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    found = np.load(tmp_path / "found.npz", allow_pickle=True)
+    answers = json.loads((folder / "answers.json").read_text())
+    return np.load(folder / "found.npz", allow_pickle=True), answers
+
+
+def test_the_artefact_loads_and_answers_where_the_package_cannot_be_imported(
+    trained, served, blocked
+):
+    found, _ = blocked
     here = served.signatures["lookup"](images=tf.constant(trained.queries))
     for name in ("ids", "labels", "label_names", "distances"):
         np.testing.assert_array_equal(found[name], here[name].numpy())
@@ -161,6 +198,26 @@ def test_the_artefact_loads_and_answers_where_the_package_cannot_be_imported(
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+@pytest.mark.parametrize("signature", ["embed", "lookup"])
+@pytest.mark.parametrize("case", [case for case in BAD_INPUTS if case != "empty batch"])
+def test_the_artefact_refuses_other_shapes_and_non_finite_pixels(blocked, signature, case):
+    answer = blocked[1][f"{signature} {case}"]
+    assert isinstance(answer, str), f"{signature} answered {case}: {answer}"
+    if "pixel" in case:
+        assert f"{signature}: images hold NaN or infinite pixels" in answer
+    else:
+        expected = f"{signature} takes images of shape [batch, 16, 16, 3] (float32)"
+        assert expected in answer and "Got a batch of shape" in answer
+        assert str(list(BAD_INPUTS[case][0])).replace(",", "")[1:-1] in answer
+
+
+def test_the_artefact_answers_an_empty_batch_with_empty_outputs(blocked):
+    answers = blocked[1]
+    assert answers["embed empty batch"] == {"embeddings": [0, 16]}
+    assert answers["lookup empty batch"] == {name: [0, K] for name in answers["lookup empty batch"]}
+    assert set(answers["lookup empty batch"]) == {"ids", "distances", "labels", "label_names"}
 
 
 def _interpreter_outputs(path: Path, signature: str, images: np.ndarray) -> dict[str, np.ndarray]:
