@@ -61,6 +61,13 @@ class Indexer:
     is checked before anything changes, so a bad call leaves the index as it
     was.
 
+    `embedding_fingerprint` names the weights that made the embeddings (a
+    hex digest): a model's `index` sets it when it adds to an empty index,
+    `save` and `load` keep it, and `reset` forgets it. `None` means unknown
+    (embeddings added to the `Indexer` directly, or an index saved before
+    fingerprints were recorded). The `Indexer` only keeps it; the model
+    compares it with its weights (see `IndexLookupMixin`).
+
     Args:
         embedding_size: The dimension of the embeddings.
         distance: A `Distance` or its name. Defaults to `"cosine"`.
@@ -141,9 +148,10 @@ class Indexer:
         self.calibration_metric: ClassificationMetric = F1Score()
         self.cutpoints: dict[str, dict[str, Any]] = {}
         self.calibration_thresholds: dict[str, np.ndarray] = {}
+        self.embedding_fingerprint: str | None = None
 
     def reset(self) -> None:
-        """Empties the index and forgets its calibration."""
+        """Empties the index and forgets its calibration and `embedding_fingerprint`."""
         self._init_structures()
 
     def size(self) -> int:

@@ -33,7 +33,9 @@ the next save tidies up. A failed save raises an `OSError` naming the file
 A `MemmapStore` that lives in the folder is copied into the new one too.
 An index saved with its model (`SimilarityModel.save`) records the model's
 identity (`"model"`: the SHA-256 of its file and of its weights), which
-`load_index` of the model checks.
+`load_index` of the model checks. Every index records its
+`embedding_fingerprint` (the weights that made its embeddings, `null` if
+unknown); one saved before it was recorded loads with `None`.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ def _write_index(
         "calibration_thresholds": {
             k: np.asarray(v).tolist() for k, v in index.calibration_thresholds.items()
         },
+        "embedding_fingerprint": index.embedding_fingerprint,
     }
     index.kv_store.save(path, compression=compression)
     index.search.save(path)
@@ -274,6 +277,13 @@ def load_index(
             f"its metadata says embeddings of size {metadata['embedding_size']}, its "
             f"store holds embeddings of size {store.dim}",
         )
+    # Absent from an index saved before fingerprints were recorded: unknown.
+    fingerprint = metadata.get("embedding_fingerprint")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        raise corrupt_error(
+            path, f"its {METADATA_FILE} embedding_fingerprint is not a string: {fingerprint!r}"
+        )
+    index.embedding_fingerprint = fingerprint
     index.is_calibrated = bool(metadata["is_calibrated"])
     if index.is_calibrated:
         config = metadata["calibration_metric"]

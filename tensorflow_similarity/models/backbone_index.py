@@ -128,6 +128,11 @@ class BackboneIndexMixin(IndexMixin):
             )
         return int(shape[-1])
 
+    def _index_weights(self) -> list:
+        # The index holds the backbone's representations: the projector's weights do not
+        # make them, so training only the projector leaves the index fresh.
+        return list(self.backbone.weights)
+
     def _index_input_shape(self) -> tuple[int | None, ...] | None:
         return tuple(self.backbone.inputs[0].shape[1:]) if self.backbone.inputs else None
 

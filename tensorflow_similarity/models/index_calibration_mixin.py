@@ -59,7 +59,7 @@ class IndexCalibrationMixin(IndexLookupMixin):
         check_length("y", y, len(x), required=True)
         self._check_lookup(max([getattr(m, "k", 1) for m in retrieval_metrics] or [1]))
         results = self._index.evaluate_retrieval(
-            self._index_embeddings(x), y, retrieval_metrics, verbose=verbose
+            self._embed(x), y, retrieval_metrics, verbose=verbose
         )
         if verbose:
             print(format_table(list(results.items()), ["metric", "value"]))
@@ -109,7 +109,7 @@ class IndexCalibrationMixin(IndexLookupMixin):
         check_length("y", y, len(x), required=True)
         self._check_lookup(k)
         return self._index.calibrate(
-            self._index_embeddings(x),
+            self._embed(x),
             y,
             thresholds_targets=dict(thresholds_targets or {}),
             k=k,
@@ -162,7 +162,7 @@ class IndexCalibrationMixin(IndexLookupMixin):
             )
         self._check_lookup(k)
         matches = index.match(
-            self._index_embeddings(x),
+            self._embed(x),
             no_match_label=no_match_label,
             k=k,
             matcher=matcher,
@@ -205,7 +205,7 @@ class IndexCalibrationMixin(IndexLookupMixin):
                 "evaluate_classification()."
             )
         self._check_lookup(k)
-        embeddings = self._index_embeddings(x)
+        embeddings = self._embed(x)
         calibrated = index.get_calibration_metric()
         results: dict[str, dict[str, Any]] = {}
         for name, cutpoint in index.cutpoints.items():

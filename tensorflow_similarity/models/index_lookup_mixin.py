@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,12 @@ from tensorflow_similarity.models.index_files import (
     index_path,
     is_model_file,
     recover_pair,
+)
+from tensorflow_similarity.models.index_fingerprint import (
+    StaleIndexError,
+    StaleIndexWarning,
+    weights_sample_key,
+    weights_sha256,
 )
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
@@ -52,9 +58,37 @@ class IndexLookupMixin:
     `compile` could not give an index yet (a subclassed model not built
     then) gets the one `compile` was asked for when first used.
 
+    The index knows which weights made its embeddings: `index` records the
+    fingerprint of the embedding network's weights (their SHA-256, see
+    `index_fingerprint`) in an empty index, and the index saves and loads
+    it. When the weights have changed since (trained, set or loaded), the
+    index is stale: its embeddings are not the model's, so it answers with
+    the neighbours of the old model. Then:
+
+    - `lookup`, `single_lookup`, `evaluate_retrieval`, `calibrate`,
+      `match` and `evaluate_classification` warn (`StaleIndexWarning`),
+      once per change of the weights, and go on;
+    - `index` and `index_single` refuse (`StaleIndexError`) to add
+      embeddings of the new weights to it, which would mix two models'
+      embeddings in one index;
+    - `export_serving` refuses (`StaleIndexError`) unless
+      `allow_stale_index=True`.
+
+    The fix is to embed everything again: `reset_index()`, then
+    `index(x, y)`. A model saved and loaded with its index has the same
+    weights, so its index is not stale. An index without a fingerprint
+    (saved before fingerprints were recorded, or filled through the
+    `Indexer` directly) is of unknown freshness: `load_index` warns once
+    that it cannot be checked, and nothing is compared; `reset_index` then
+    `index` records one. Lookups reuse the fingerprint while a cheap digest
+    of the weights (`weights_sample_key`: the optimizer's step count and a
+    few values of each weight) is unchanged; `index` and `export_serving`
+    hash all the weights.
+
     A class mixing this in provides `_index_embeddings(x)` (the embeddings
     of a batch, as the indexer takes them), `_index_embedding_size(output)`
-    and `_index_input_shape()`.
+    and `_index_input_shape()`, and may provide `_index_weights()` (the
+    variables that make the embeddings; the model's weights by default).
 
     Attributes:
         index_batch_size: The batch size of the predictions the index API
@@ -66,6 +100,10 @@ class IndexLookupMixin:
     # `create_index` arguments recorded by `compile`, for an index made later.
     _index_settings: dict[str, Any] | None = None
     index_batch_size: int = 256
+    # (weights_sample_key, weights_sha256) of the embedding weights when last hashed.
+    _fingerprint_cache: tuple[str, str] | None = None
+    # The "recorded current" fingerprints last warned about, so a change warns once.
+    _stale_warned: str | None = None
 
     # Hooks.
 
@@ -77,6 +115,9 @@ class IndexLookupMixin:
 
     def _index_input_shape(self) -> tuple[int | None, ...] | None:
         return None
+
+    def _index_weights(self) -> list[Any]:
+        return list(self.weights)
 
     def _serving_embeddings(self, images: tf.Tensor) -> tf.Tensor:
         """The embeddings the index holds of `images`, traceable, in inference mode.
@@ -167,15 +208,18 @@ class IndexLookupMixin:
         Raises:
             ValueError: If `x` does not fit the model's input, or `y` or
                 `data` does not have one item per example.
+            StaleIndexError: If the index holds embeddings that other
+                weights made (the model trained since it indexed them):
+                `reset_index()`, then index all examples again.
         """
         x = self._index_batch(x)
         check_length("y", y, len(x))
         check_length("data", data, len(x))
+        fingerprint = self._fingerprint_to_record()
         if verbose:
             print(f"[Indexing {len(x)} examples]")
-        self._index.batch_add(
-            self._index_embeddings(x), labels=y, data=data, build=build, verbose=verbose
-        )
+        self._index.batch_add(self._embed(x), labels=y, data=data, build=build, verbose=verbose)
+        self._index.embedding_fingerprint = fingerprint
 
     def index_single(
         self,
@@ -193,11 +237,16 @@ class IndexLookupMixin:
             data: An item kept with it, or `None`.
             build: Kept for 0.17's signature.
             verbose: Print progress if 1. Defaults to 1.
+
+        Raises:
+            StaleIndexError: As `index`.
         """
         x = self._index_batch(np.asarray(x)[None])
+        fingerprint = self._fingerprint_to_record()
         if verbose:
             print("[Indexing 1 example]")
-        self._index.add(self._index_embeddings(x), label=y, data=data, build=build)
+        self._index.add(self._embed(x), label=y, data=data, build=build)
+        self._index.embedding_fingerprint = fingerprint
 
     # Looking up.
 
@@ -205,15 +254,16 @@ class IndexLookupMixin:
         """Returns, per example of `x`, its `k` nearest indexed examples, nearest first.
 
         Args:
-            x: A batch of examples.
+            x: A batch of examples; an empty one (`n = 0`) returns `[]`.
             k: Neighbours per example. Defaults to 5.
             verbose: Unused; kept for 0.17's signature.
 
         Returns:
             Per example, `k` `Lookup`s by increasing distance (fewer when an
-            approximate search found fewer; see `Indexer.batch_lookup`). A
-            `k` above `index_size()` returns the whole index, with a
-            warning, as 0.17 did.
+            approximate search found fewer; see `Indexer.batch_lookup`): a
+            list of `n` lists, empty for an empty batch. A `k` above
+            `index_size()` returns the whole index, with a warning, as 0.17
+            did. A stale index (see the class) warns `StaleIndexWarning`.
 
         Raises:
             ValueError: If the index is empty, `k` is below 1 or `x` does not
@@ -221,7 +271,7 @@ class IndexLookupMixin:
         """
         x = self._index_batch(x)
         self._check_lookup(k)
-        return self._index.batch_lookup(self._index_embeddings(x), k=k, verbose=verbose)
+        return self._index.batch_lookup(self._embed(x), k=k, verbose=verbose)
 
     def single_lookup(self, x: Any, k: int = 5) -> list[Lookup]:
         """Returns the `k` nearest indexed examples of one example, nearest first.
@@ -229,15 +279,18 @@ class IndexLookupMixin:
         Args:
             x: One example (without batch axis).
             k: Neighbours. Defaults to 5.
+
+        Returns:
+            As one row of `lookup`'s (and its warnings).
         """
         x = self._index_batch(np.asarray(x)[None])
         self._check_lookup(k)
-        return self._index.single_lookup(self._index_embeddings(x), k=k)
+        return self._index.single_lookup(self._embed(x), k=k)
 
     # Bookkeeping.
 
     def reset_index(self) -> None:
-        """Empties the index (and forgets its calibration)."""
+        """Empties the index (and forgets its calibration and fingerprint)."""
         self._index.reset()
 
     def index_size(self) -> int:
@@ -330,15 +383,91 @@ class IndexLookupMixin:
                 "or index the examples again with this model."
             )
         self._ix = index
+        if index.size() and index.embedding_fingerprint is None:
+            warnings.warn(
+                f"The index in {str(folder)!r} records no fingerprint of the weights that made "
+                "its embeddings (it was saved before fingerprints were recorded, or filled "
+                "through the Indexer directly), so whether they are this model's cannot be "
+                "checked: lookups and export_serving will not say if they are stale. Call "
+                "model.reset_index() then model.index(x, y) to record one.",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _weights_sha256(self) -> str:
         """The hex SHA-256 of the model's weights (shapes, dtypes and values, in order)."""
-        digest = hashlib.sha256()
-        for weight in self.get_weights():
-            weight = np.ascontiguousarray(weight)
-            digest.update(f"{weight.dtype.str}{weight.shape}".encode())
-            digest.update(weight.tobytes())
-        return digest.hexdigest()
+        return weights_sha256(self.get_weights())
+
+    # Which weights made the index.
+
+    def _embedding_fingerprint(self, exact: bool = True) -> str:
+        """The `weights_sha256` of `_index_weights()`, or if not `exact` its cached value.
+
+        The cache holds while `weights_sample_key` is unchanged.
+        """
+        variables = self._index_weights()
+        key = weights_sample_key(variables, getattr(self, "optimizer", None))
+        cached = self._fingerprint_cache
+        if exact or cached is None or cached[0] != key:
+            cached = (key, weights_sha256(variables))
+            self._fingerprint_cache = cached
+        return cached[1]
+
+    def _stale_fingerprints(self, exact: bool = True) -> tuple[str, str] | None:
+        """`(recorded, current)` fingerprints if the index is stale, else `None`."""
+        index = self._index
+        recorded = index.embedding_fingerprint
+        if recorded is None or index.size() == 0:
+            return None
+        current = self._embedding_fingerprint(exact)
+        return None if current == recorded else (recorded, current)
+
+    def _stale_message(self) -> str:
+        return (
+            f"The index of {self.name!r} holds embeddings that other weights made: the model's "
+            "embedding weights changed (trained, set or loaded) since model.index, so the "
+            "index answers with the neighbours of the old model"
+        )
+
+    def _warn_if_stale(self) -> None:
+        """Warns `StaleIndexWarning`, once per change of the weights, if the index is stale."""
+        stale = self._stale_fingerprints(exact=False)
+        if stale is None or " ".join(stale) == self._stale_warned:
+            return
+        self._stale_warned = " ".join(stale)
+        warnings.warn(
+            StaleIndexWarning(
+                f"{self._stale_message()}. Call model.reset_index() then model.index(x, y) "
+                "with all the examples to embed them again."
+            ),
+            # The user's call: lookup (or another verb), _check_lookup, here.
+            stacklevel=4,
+        )
+
+    def _fingerprint_to_record(self) -> str | None:
+        """The fingerprint `index` records, once sure adding keeps one model's embeddings.
+
+        Raises:
+            StaleIndexError: If the index holds embeddings of other weights.
+        """
+        index = self._index
+        current = self._embedding_fingerprint()
+        if index.size() == 0:
+            return current
+        if index.embedding_fingerprint not in (None, current):
+            raise StaleIndexError(
+                f"{self._stale_message()}; adding embeddings of the present weights would mix "
+                "two models' embeddings in one index. Nothing was added. Call "
+                "model.reset_index() then model.index(x, y) with all the examples."
+            )
+        # An index of unknown weights stays unknown.
+        return index.embedding_fingerprint
+
+    def _embed(self, x: np.ndarray) -> Any:
+        """`_index_embeddings(x)`; `[0, dim]` zeros for an empty batch (Keras' predict fails)."""
+        if len(x) == 0:
+            return np.zeros((0, self._index.embedding_size), np.float32)
+        return self._index_embeddings(x)
 
     # Checks made before any prediction.
 
@@ -376,3 +505,4 @@ class IndexLookupMixin:
         # A k above the index size is not refused: the index returns all it holds and
         # warns, as 0.17 returned fewer neighbours.
         check_int("k", k, minimum=1, owner=type(self).__name__)
+        self._warn_if_stale()

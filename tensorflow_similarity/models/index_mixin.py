@@ -7,6 +7,7 @@ builds on (`index_lookup_mixin.py`, `index_calibration_mixin.py`).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.indexer import persistence
 from tensorflow_similarity.models.index_calibration_mixin import IndexCalibrationMixin
+from tensorflow_similarity.models.index_fingerprint import StaleIndexError, StaleIndexWarning
 from tensorflow_similarity.models.index_lookup_mixin import (
     canonical_distance,
     index_path,
@@ -248,12 +250,20 @@ class IndexMixin(IndexCalibrationMixin):
         overwrite: bool = False,
         tflite: bool = False,
         verbose: int = 1,
+        allow_stale_index: bool = False,
     ) -> ServingExport:
         """Writes the model and its index as a SavedModel that serves with TensorFlow alone.
 
         `serving.export_model(self, path, k, ...)`, which documents the
         signatures (`embed`; `lookup` when the index is not empty) and the
         size limit of the index.
+
+        A stale index (its embeddings made by other weights than the
+        model's now, see `IndexLookupMixin`) is refused before anything is
+        written: the export's `embed` would disagree with the embeddings its
+        `lookup` searches. Re-index (`reset_index()`, then `index(x, y)`),
+        or pass `allow_stale_index=True` to export it anyway (with a
+        `StaleIndexWarning`). An index of unknown fingerprint is exported.
 
         Args:
             path: The SavedModel folder to write.
@@ -268,10 +278,33 @@ class IndexMixin(IndexCalibrationMixin):
             tflite: Also write a `.tflite` file per signature. Defaults to
                 `False`.
             verbose: Print what was written if 1. Defaults to 1.
+            allow_stale_index: Export a stale index rather than refuse it.
+                Defaults to `False`.
 
         Returns:
             The `ServingExport` of what was written.
+
+        Raises:
+            StaleIndexError: If `include_index` and the index is stale (and
+                `allow_stale_index` is `False`); nothing is written.
+            TypeError: If `allow_stale_index` is not a bool.
         """
+        if not isinstance(allow_stale_index, bool):
+            raise TypeError(f"allow_stale_index must be True or False; got {allow_stale_index!r}.")
+        stale = include_index and self._ix is not None and self._stale_fingerprints()
+        if stale:
+            if not allow_stale_index:
+                raise StaleIndexError(
+                    f"{self._stale_message()}. Nothing was exported to {str(path)!r}. Call "
+                    "model.reset_index() then model.index(x, y) with all the examples before "
+                    "export_serving, or pass allow_stale_index=True to export it as it is."
+                )
+            warnings.warn(
+                StaleIndexWarning(
+                    f"{self._stale_message()}; exporting it as allow_stale_index=True asks."
+                ),
+                stacklevel=2,
+            )
         return export_model(
             self,
             path,
