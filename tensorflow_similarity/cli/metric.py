@@ -335,10 +335,12 @@ class MetricJob(Job):
             output,
             records,
             before["retrieval_before"],
+            self.pixels,
             self.index,
             self.embed(self.data.x_test),
             self.data,
             self.args.train_classes,
+            self.args.seed,
         )
 
     def table(self, summary: dict[str, Any]) -> str:

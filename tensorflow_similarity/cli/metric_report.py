@@ -6,25 +6,19 @@ history.json, TensorBoard's scalars and loss.png are every run's (`report`).
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 from typing import Any
 
-import matplotlib.image
 import numpy as np
-from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.retrieval import FIGURES, GROUPS, figure_name
 from tensorflow_similarity.datasets import ImageData
 from tensorflow_similarity.indexer import Indexer
-from tensorflow_similarity.visualization import projector, viz_neighbors_imgs
 
-# Queries drawn in neighbours.png: the first test images of this many seen and unseen classes.
-NEIGHBOUR_QUERIES = 2
-NEIGHBOURS = 5
 _TITLES = {"recall_at_1": "recall@1", "map_at_r": "mAP@R"}
 
 
@@ -125,73 +119,102 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def retrieval_figure(
+    records: list[dict[str, Any]], before: dict[str, float], pixels: dict[str, float]
+) -> Figure:
+    """Each retrieval figure by epoch (0: before training), beside the raw pixels' line.
+
+    The raw pixels' value of a figure (what the final table prints) is a
+    dashed horizontal line of the curve's colour.
+    """
+    figure = Figure(figsize=(6.5, 4.5))
+    axis = figure.subplots()
+    for key in before:
+        epochs, values = report.evaluated_curve(records, key, before[key])
+        (line,) = axis.plot(epochs, values, marker="o", label=key.replace("_", " "))
+        if key in pixels:
+            axis.axhline(
+                pixels[key],
+                color=line.get_color(),
+                linestyle="--",
+                label=f"{key.replace('_', ' ')}, raw pixels ({pixels[key]:.3f})",
+            )
+    axis.set(xlabel="epoch (0: before training)", ylabel="test images", title="Retrieval")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    figure.tight_layout()
+    return figure
+
+
 def plot(
     output: Path,
     records: list[dict[str, Any]],
     before: dict[str, float],
+    pixels: dict[str, float],
     index: Indexer,
     test_embeddings: np.ndarray,
     data: ImageData,
     train_classes: int,
+    seed: int,
 ) -> None:
     """Writes loss.png, retrieval.png, neighbours.png and embeddings.png to `output`.
 
-    neighbours.png: for the first test images of a few seen and unseen
-    classes, their nearest indexed images (`visualization.viz_neighbors_imgs`,
-    wrong classes in red); embeddings.png: a 2-D PCA of the test embeddings
-    (`visualization.projector`).
+    retrieval.png: `retrieval_figure`. neighbours.png: held-out images drawn
+    with `seed` (`report.spread_queries`), half of seen classes and half of
+    unseen ones when there are both, each beside its `report.NEIGHBOURS`
+    nearest indexed images, wrong classes framed in red. embeddings.png:
+    `report.plot_embeddings`.
     """
     report.plot_loss(output, records)
-
-    figure = Figure(figsize=(6, 4))
-    axis = figure.subplots()
-    for key in before:
-        epochs, values = report.evaluated_curve(records, key, before[key])
-        axis.plot(epochs, values, marker="o", label=key.replace("_", " "))
-    axis.set(xlabel="epoch (0: before training)", ylabel="test images", title="Retrieval")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
+    figure = retrieval_figure(records, before, pixels)
     figure.savefig(output / "retrieval.png", dpi=100)
-
-    _plot_neighbours(output / "neighbours.png", index, test_embeddings, data, train_classes)
-    names = dict(enumerate(data.class_names))
-    figure, _ = projector(
-        test_embeddings, data.y_test, names, title="Test embeddings (PCA)", show=False
+    _plot_neighbours(output / "neighbours.png", index, test_embeddings, data, train_classes, seed)
+    report.plot_embeddings(
+        output / "embeddings.png", test_embeddings, data.y_test, data.class_names
     )
-    figure.savefig(output / "embeddings.png", dpi=100)
-    plt.close(figure)
+
+
+def neighbour_queries(labels: np.ndarray, train_classes: int, seed: int) -> tuple[np.ndarray, int]:
+    """`report.NEIGHBOUR_QUERIES` test rows, half of seen classes then half of unseen if both.
+
+    Returns the rows and how many of them, first, are of seen classes.
+    """
+    labels = np.asarray(labels)
+    seen = np.flatnonzero(labels < train_classes)
+    unseen = np.flatnonzero(labels >= train_classes)
+    if len(seen) == 0 or len(unseen) == 0:
+        rows = report.spread_queries(labels, report.NEIGHBOUR_QUERIES, seed)
+        return rows, (len(rows) if len(seen) else 0)
+    half = report.NEIGHBOUR_QUERIES // 2
+    seen_rows = seen[report.spread_queries(labels[seen], half, seed)]
+    unseen_rows = unseen[report.spread_queries(labels[unseen], half, seed)]
+    return np.concatenate([seen_rows, unseen_rows]), len(seen_rows)
 
 
 def _plot_neighbours(
-    path: Path, index: Indexer, test_embeddings: np.ndarray, data: ImageData, train_classes: int
+    path: Path,
+    index: Indexer,
+    test_embeddings: np.ndarray,
+    data: ImageData,
+    train_classes: int,
+    seed: int,
 ) -> None:
-    firsts = {}
-    for row, label in enumerate(data.y_test.tolist()):
-        firsts.setdefault(label, row)
-    seen = [firsts[c] for c in sorted(firsts) if c < train_classes][:NEIGHBOUR_QUERIES]
-    unseen = [firsts[c] for c in sorted(firsts) if c >= train_classes][:NEIGHBOUR_QUERIES]
-    k = min(NEIGHBOURS, index.size())
-    names = dict(enumerate(data.class_names))
-    strips = []
-    for query in seen + unseen:
-        neighbours = index.single_lookup(test_embeddings[query], k=k)
-        figure, _ = viz_neighbors_imgs(
-            data.x_test[query],
-            int(data.y_test[query]),
-            neighbours,
-            names,
-            fig_size=(2 * (k + 1), 2.4),
-            show=False,
-        )
-        # One figure per query (the module draws one row each), stacked into one image.
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=60)
-        plt.close(figure)
-        buffer.seek(0)
-        strips.append(matplotlib.image.imread(buffer, format="png"))
-    width = max(strip.shape[1] for strip in strips)
-    padded = [
-        np.pad(strip, ((0, 0), (0, width - strip.shape[1]), (0, 0)), constant_values=1.0)
-        for strip in strips
-    ]
-    matplotlib.image.imsave(path, np.concatenate(padded, axis=0))
+    rows, seen = neighbour_queries(data.y_test, train_classes, seed)
+    if 0 < seen < len(rows):
+        note = f"rows 1-{seen}: classes trained on; rows {seen + 1}-{len(rows)}: unseen classes"
+    else:
+        note = "classes trained on" if seen else "unseen classes"
+    k = min(report.NEIGHBOURS, index.size())
+    # The run's index is an exact search (`retrieval.build_index`): k neighbours for each.
+    lookups = index.batch_lookup(np.asarray(test_embeddings)[rows], k=k)
+    report.plot_neighbours(
+        path,
+        data.x_test[rows],
+        data.y_test[rows],
+        np.stack([np.stack([np.asarray(n.data) for n in found]) for found in lookups]),
+        np.array([[int(n.label) for n in found] for found in lookups]),
+        np.array([[float(n.distance) for n in found] for found in lookups]),
+        data.class_names,
+        among="indexed images",
+        note=note,
+    )

@@ -169,7 +169,6 @@ class PretrainJob(Job):
             args.algorithm,
             projector_hidden_dim=args.projector_dim,
             projector_output_dim=args.projector_dim,
-            predictor_hidden_dim=max(args.projector_dim // 4, 1),
             sync_bn=sync_bn,
             algorithm_options=algorithm_options(args),
         )
@@ -267,9 +266,12 @@ class PretrainJob(Job):
             output,
             records,
             before["knn_accuracy_before"],
+            self.knn_pixels,
+            self.data.x_test,
             self.embed(self.data.x_test),
             self.data.y_test,
             self.data.class_names,
+            self.args.seed,
             knn_augmented_before=before["knn_accuracy_augmented_before"],
         )
 

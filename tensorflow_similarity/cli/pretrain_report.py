@@ -5,11 +5,13 @@ history.json, TensorBoard's scalars and loss.png are every run's (`report`).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from tensorflow_similarity.cli import report
 from tensorflow_similarity.evaluators.linear_probe import DEFAULT_LEARNING_RATES
@@ -117,25 +119,44 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(
-    output: Path,
+def nearest_held_out(
+    embeddings: np.ndarray, rows: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` nearest held-out images of each query row, by cosine, the query left out.
+
+    The kNN accuracy's similarity (cosine), in float64; equal distances keep
+    the lower row first.
+
+    Args:
+        embeddings: `[n, ...]` embeddings of the held-out images.
+        rows: The queries' rows in `embeddings`.
+        k: Neighbours per query; at most `n - 1`.
+
+    Returns:
+        `(neighbours, distances)`: `[len(rows), k]` rows, nearest first, and
+        their cosine distances (1 - cosine similarity).
+    """
+    flat = np.asarray(embeddings, np.float64).reshape(len(embeddings), -1)
+    unit = flat / np.maximum(np.linalg.norm(flat, axis=1, keepdims=True), 1e-12)
+    distances = 1.0 - unit[rows] @ unit.T
+    # The query is its own nearest image: it cannot be its own neighbour.
+    distances[np.arange(len(rows)), rows] = np.inf
+    nearest = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    return nearest, np.take_along_axis(distances, nearest, axis=1)
+
+
+def knn_figure(
     records: list[dict[str, Any]],
     knn_before: float,
-    embeddings: Any,
-    labels: Any,
-    class_names: list[str],
+    knn_pixels: float | None,
     knn_augmented_before: float | None = None,
-) -> None:
-    """Writes loss.png, knn_accuracy.png and embeddings.png (a 2-D PCA) to `output`.
+) -> Figure:
+    """The kNN accuracy by epoch (0: before training), beside the raw pixels' line.
 
-    knn_accuracy.png has the clean test queries' curve and, when
-    `knn_augmented_before` is given, the augmented queries' one.
-
-    Figures are made with `matplotlib.figure.Figure`, not pyplot, so that no
-    GUI backend is chosen or needed.
+    The clean test queries' curve; the augmented queries' one when
+    `knn_augmented_before` is given; and the raw pixels' kNN accuracy (what
+    the final table prints) as a dashed horizontal line, when given.
     """
-    report.plot_loss(output, records)
-
     figure = Figure(figsize=(5, 3.5))
     axis = figure.subplots()
     axis.plot(
@@ -149,25 +170,66 @@ def plot(
             marker="s",
             label="augmented test queries",
         )
-        axis.legend(fontsize=8, loc="best")
+    if knn_pixels is not None:
+        axis.axhline(
+            knn_pixels,
+            color="grey",
+            linestyle="--",
+            label=f"raw pixels, clean queries ({knn_pixels:.3f})",
+        )
+    axis.legend(fontsize=8, loc="best")
     axis.set(xlabel="epoch (0: before training)", ylabel="kNN accuracy", title="kNN accuracy")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.tight_layout()
+    return figure
+
+
+def plot(
+    output: Path,
+    records: list[dict[str, Any]],
+    knn_before: float,
+    knn_pixels: float | None,
+    images: np.ndarray,
+    embeddings: Any,
+    labels: Any,
+    class_names: list[str],
+    seed: int,
+    knn_augmented_before: float | None = None,
+) -> None:
+    """Writes loss.png, knn_accuracy.png, neighbours.png and embeddings.png to `output`.
+
+    knn_accuracy.png: `knn_figure`. neighbours.png: `report.NEIGHBOUR_QUERIES`
+    held-out images drawn with `seed` (`report.spread_queries`), each beside
+    its `report.NEIGHBOURS` nearest held-out images (`nearest_held_out`),
+    wrong classes framed in red. embeddings.png: `report.plot_embeddings`.
+
+    Figures are made with `matplotlib.figure.Figure`, not pyplot, so that no
+    GUI backend is chosen or needed.
+    """
+    report.plot_loss(output, records)
+    figure = knn_figure(records, knn_before, knn_pixels, knn_augmented_before)
     figure.savefig(output / "knn_accuracy.png", dpi=100)
 
-    embeddings = np.asarray(embeddings, np.float64).reshape(len(embeddings), -1)
-    centred = embeddings - embeddings.mean(axis=0)
-    # PCA by SVD: deterministic and fast, and needs no scikit-learn.
-    _, _, components = np.linalg.svd(centred, full_matrices=False)
-    points = centred @ components[:2].T
-    figure = Figure(figsize=(5.5, 4.5))
-    axis = figure.subplots()
-    scatter = axis.scatter(points[:, 0], points[:, 1], c=labels, cmap="tab10", s=8)
-    handles, _ = scatter.legend_elements(num=None)
-    present = sorted(set(np.asarray(labels).tolist()))
-    if len(present) <= 20:
-        axis.legend(
-            handles, [class_names[i] for i in present], fontsize=7, loc="best", markerscale=0.8
+    labels = np.asarray(labels)
+    rows = report.spread_queries(labels, report.NEIGHBOUR_QUERIES, seed)
+    k = min(report.NEIGHBOURS, len(labels) - 1)
+    if k >= 1:
+        neighbours, distances = nearest_held_out(embeddings, rows, k)
+        report.plot_neighbours(
+            output / "neighbours.png",
+            images[rows],
+            labels[rows],
+            images[neighbours],
+            labels[neighbours],
+            distances,
+            class_names,
+            among="held-out images",
         )
-    axis.set(title="Test embeddings (PCA)", xlabel="PC 1", ylabel="PC 2")
-    figure.tight_layout()
-    figure.savefig(output / "embeddings.png", dpi=100)
+    else:
+        warnings.warn(
+            "tfsim: neighbours.png is not written: the held-out set has one image, which has "
+            "no neighbour among the others. Hold out more images (--limit, more data).",
+            UserWarning,
+            stacklevel=2,
+        )
+    report.plot_embeddings(output / "embeddings.png", embeddings, labels, class_names)

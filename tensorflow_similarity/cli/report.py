@@ -9,11 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.options import RUN_OPTIONS
+from tensorflow_similarity.visualization import neighbors_grid, project_embeddings
+
+# neighbours.png: this many held-out queries, each beside this many nearest neighbours.
+NEIGHBOUR_QUERIES = 8
+NEIGHBOURS = 5
+# embeddings.png: the classes with the most test images, as many as tab10 tells apart.
+EMBEDDING_CLASSES = 10
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -171,6 +180,7 @@ def plot_loss(output: Path, records: list[dict[str, Any]]) -> None:
     axis = figure.subplots()
     axis.plot(epochs, [r["loss"] for r in records], marker="o")
     axis.set(xlabel="epoch", ylabel="loss", title="Training loss")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.tight_layout()
     figure.savefig(output / "loss.png", dpi=100)
 
@@ -184,3 +194,103 @@ def evaluated_curve(
     """
     points = [(r["epoch"], r[key]) for r in records if r.get(key) is not None]
     return [0, *(e for e, _ in points)], [before, *(v for _, v in points)]
+
+
+def spread_queries(labels: np.ndarray, count: int, seed: int) -> np.ndarray:
+    """Rows of `count` images drawn with `seed`, one per class before any class has two.
+
+    The classes are taken in a seeded random order and one random image of
+    each is drawn in turn, round after round, so the queries spread over as
+    many classes as `count` allows. Fewer rows come back only when there are
+    fewer than `count` images.
+    """
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(labels)
+    classes = rng.permutation(np.unique(labels))
+    pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
+    rows: list[int] = []
+    while len(rows) < count and any(pools):
+        for pool in pools:
+            if pool and len(rows) < count:
+                rows.append(int(pool.pop(0)))
+    return np.asarray(rows, dtype=np.int64)
+
+
+def plot_neighbours(
+    path: Path,
+    query_images: np.ndarray,
+    query_labels: np.ndarray,
+    neighbour_images: np.ndarray,
+    neighbour_labels: np.ndarray,
+    distances: np.ndarray,
+    class_names: list[str],
+    among: str,
+    note: str = "",
+) -> None:
+    """Writes neighbours.png: each query beside its nearest neighbours, wrong ones in red.
+
+    `among` says where the neighbours were searched, and `note` (a line
+    added when not empty) anything else the title should say
+    (`visualization.neighbors_grid` draws the figure).
+    """
+    wrong = int(np.sum(np.asarray(neighbour_labels) != np.asarray(query_labels)[:, None]))
+    shape = np.shape(neighbour_labels)
+    figure, _ = neighbors_grid(
+        query_images,
+        query_labels,
+        neighbour_images,
+        neighbour_labels,
+        class_names=class_names,
+        neighbor_distances=distances,
+        title=(
+            f"{shape[0]} held-out queries and their {shape[1]} nearest {among} (cosine "
+            f"distance);\nred frame and \u2717: another class ({wrong} of {shape[0] * shape[1]})"
+            + (f"\n{note}" if note else "")
+        ),
+    )
+    figure.savefig(path, dpi=100)
+
+
+def plot_embeddings(
+    path: Path, embeddings: np.ndarray, labels: np.ndarray, class_names: list[str]
+) -> None:
+    """Writes embeddings.png: `embeddings_figure`."""
+    embeddings_figure(embeddings, labels, class_names).savefig(path, dpi=100)
+
+
+def embeddings_figure(embeddings: np.ndarray, labels: np.ndarray, class_names: list[str]) -> Figure:
+    """A 2-D PCA of the test embeddings of the classes with the most test images.
+
+    Ten colours tell ten classes apart: with more classes, only the
+    `EMBEDDING_CLASSES` with the most test images (ties: the lower class)
+    are projected and drawn, and the title says how many of how many.
+    """
+    labels = np.asarray(labels)
+    classes, counts = np.unique(labels, return_counts=True)
+    # Most images first; a stable sort keeps the lower class first among equal counts.
+    shown = classes[np.argsort(-counts, kind="stable")][:EMBEDDING_CLASSES]
+    mask = np.isin(labels, shown)
+    flat = np.asarray(embeddings, np.float64).reshape(len(labels), -1)[mask]
+    points = project_embeddings(flat) if len(flat) >= 2 else np.zeros((len(flat), 2))
+    figure = Figure(figsize=(6.5, 4.5))
+    axis = figure.subplots()
+    for colour, label in enumerate(sorted(shown.tolist())):
+        of_class = labels[mask] == label
+        axis.scatter(
+            points[of_class, 0],
+            points[of_class, 1],
+            color=f"C{colour}",
+            s=14,
+            label=class_names[label],
+        )
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), markerscale=0.8)
+    if len(shown) < len(classes):
+        title = (
+            f"Test embeddings (PCA) of the {len(shown)} of {len(classes)} classes\n"
+            "with the most test images"
+        )
+    else:
+        title = f"Test embeddings (PCA), all {len(classes)} classes"
+    axis.set(title=title, xlabel="PC 1", ylabel="PC 2")
+    figure.tight_layout()
+    return figure
