@@ -52,10 +52,11 @@ class IndexCalibrationMixin(IndexLookupMixin):
             Metric name (e.g. `"recall@1"`) to its value.
 
         Raises:
-            ValueError: If the index is empty, holds fewer examples than a
-                metric's `k`, or `y` does not have one label per example.
+            ValueError: If `x` is empty, the index is empty, holds fewer
+                examples than a metric's `k`, or `y` does not have one label
+                per example.
         """
-        x = self._index_batch(x)
+        x = self._query_batch(x, "evaluate_retrieval")
         check_length("y", y, len(x), required=True)
         self._check_lookup(max([getattr(m, "k", 1) for m in retrieval_metrics] or [1]))
         results = self._index.evaluate_retrieval(
@@ -101,11 +102,11 @@ class IndexCalibrationMixin(IndexLookupMixin):
             cutpoint.
 
         Raises:
-            ValueError: If the index is empty, `k` is below 1, or `y` does
-                not have one label per example (a `k` above the index size
-                uses the whole index, with a warning).
+            ValueError: If `x` is empty, the index is empty, `k` is below 1,
+                or `y` does not have one label per example (a `k` above the
+                index size uses the whole index, with a warning).
         """
-        x = self._index_batch(x)
+        x = self._query_batch(x, "calibrate")
         check_length("y", y, len(x), required=True)
         self._check_lookup(k)
         return self._index.calibrate(
@@ -142,8 +143,8 @@ class IndexCalibrationMixin(IndexLookupMixin):
             verbose: Unused; kept for 0.17's signature.
 
         Returns:
-            The matched labels, or with `cutpoint="all"` a dict of cutpoint
-            name to labels.
+            The matched labels (none for an empty `x`), or with
+            `cutpoint="all"` a dict of cutpoint name to labels.
 
         Raises:
             ValueError: If the index is not calibrated or has no such
@@ -194,9 +195,10 @@ class IndexCalibrationMixin(IndexLookupMixin):
             metric's value there.
 
         Raises:
-            ValueError: If the index is not calibrated, or a lookup error.
+            ValueError: If `x` is empty, the index is not calibrated, or a
+                lookup error.
         """
-        x = self._index_batch(x)
+        x = self._query_batch(x, "evaluate_classification")
         check_length("y", y, len(x), required=True)
         index = self._index
         if not index.is_calibrated:
@@ -222,3 +224,12 @@ class IndexCalibrationMixin(IndexLookupMixin):
             headers = list(next(iter(results.values())))
             print(format_table([[r[h] for h in headers] for r in results.values()], headers))
         return results
+
+    def _query_batch(self, x: Any, verb: str) -> Any:
+        """`_index_batch(x)`, refused when empty: a metric of no queries has no value."""
+        x = self._index_batch(x)
+        if len(x) == 0:
+            raise ValueError(
+                f"{verb} needs at least one query example; x is empty. Pass labelled examples."
+            )
+        return x

@@ -163,10 +163,19 @@ def test_a_contrastive_model_fingerprints_its_backbone_only():
         model.lookup(x[:2], k=1, verbose=0)
 
 
-def test_a_lookup_of_an_empty_batch_returns_no_lookups():
+def test_an_empty_batch_has_no_lookups_and_no_metrics():
     model = _model()
     x, y = _data()
     model.index(x[:0], y[:0], verbose=0)
     assert model.index_size() == 0
     model.index(x, y, verbose=0)
     assert model.lookup(x[:0], k=2, verbose=0) == []
+    model.calibrate(x, y, verbose=0)
+    assert model.match(x[:0]) == []
+    for verb, call in (
+        ("evaluate_retrieval", lambda: model.evaluate_retrieval(x[:0], y[:0], [RecallAtK(k=1)])),
+        ("evaluate_classification", lambda: model.evaluate_classification(x[:0], y[:0])),
+        ("calibrate", lambda: model.calibrate(x[:0], y[:0])),
+    ):
+        with pytest.raises(ValueError, match=f"{verb} needs at least one query example"):
+            call()
