@@ -33,7 +33,7 @@ def nan_unless_finite(loss: tf.Tensor, inputs: Any, weights: Sequence[Any]) -> t
             before this step updates them).
 
     Returns:
-        `loss`, times NaN when something was not finite.
+        `loss`, times NaN when something was not finite, in `loss`'s dtype.
     """
     checks = [
         tf.reduce_all(tf.math.is_finite(tensor))
@@ -48,7 +48,10 @@ def nan_unless_finite(loss: tf.Tensor, inputs: Any, weights: Sequence[Any]) -> t
     if not checks:
         return loss
     finite = tf.reduce_all(tf.stack(checks))
-    return loss * tf.where(finite, tf.ones_like(loss), tf.fill(tf.shape(loss), np.nan))
+    # The NaN takes the loss's dtype: float64 under a float64 floatx or loss
+    # dtype, float16 or bfloat16 when a loss returns those.
+    nan = tf.fill(tf.shape(loss), tf.constant(np.nan, dtype=loss.dtype))
+    return loss * tf.where(finite, tf.ones_like(loss), nan)
 
 
 def with_stop_on_non_finite(callbacks: Any, stop_on_non_finite: bool) -> Any:
