@@ -326,7 +326,7 @@ def test_default_run_writes_model_history_logs_and_plots(uninterrupted_run):
     assert summary["knn_accuracy_after"] == recorded["epochs"][-1]["knn_accuracy"]
     assert json.loads((output / "run.json").read_text())["options"]["width"] == 0.25
 
-    for plot in ["loss.png", "knn_accuracy.png", "embeddings.png"]:
+    for plot in ["loss.png", "knn_accuracy.png", "neighbours.png", "embeddings.png"]:
         assert (output / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     events = list((output / "logs" / "train").glob("events.out.tfevents.*"))
     assert len(events) == 1
