@@ -11,7 +11,8 @@ docs/guides/serving.md.
 
 from __future__ import annotations
 
-from tensorflow_similarity.serving.export import ServingExport, check_destination, export_model
+from tensorflow_similarity.serving.destination import check_destination
+from tensorflow_similarity.serving.export import ServingExport, export_model
 from tensorflow_similarity.serving.index_snapshot import (
     MAX_INDEX_BYTES,
     IndexSnapshot,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,15 +12,18 @@ from typing import Any
 
 import tensorflow as tf
 
-from tensorflow_similarity import _atomic
 from tensorflow_similarity._validation import check_bool, check_int
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.serving.destination import (
+    MANIFEST,
+    check_destination,
+    manifest_entry,
+    staging_dir,
+    switch_in,
+)
 from tensorflow_similarity.serving.index_snapshot import MAX_INDEX_BYTES, snapshot_index
 from tensorflow_similarity.serving.similarity_serving import SimilarityServing
 from tensorflow_similarity.serving.tflite import convert_to_tflite
-
-# Written beside saved_model.pb: what was exported, for people and for `tfsim export --overwrite`.
-MANIFEST = "serving.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +77,18 @@ def export_model(
       order. A `k` above the index's size returns the whole index, as
       `lookup` does, with its warning.
 
-    The folder is written beside `path` and switched in whole by renames
-    (`_atomic`): a failed export leaves `path` as it was. Beside
-    `saved_model.pb` it holds `serving.json` (what was exported) and, with
-    `tflite`, `embed.tflite` (and `lookup.tflite`).
+    Both signatures refuse, in the graph, images of another shape than
+    `[batch, *input_shape]` and NaN or infinite pixels, with an error that
+    names the expected shape; an empty batch returns empty outputs.
+
+    The folder is written into a private staging folder beside `path` and
+    switched in whole by renames, under a lock on `path` (see
+    `serving.destination`): a failed or killed export leaves `path` as it
+    was (a kill between the renames is undone by the next export), and two
+    exports to one `path` each land whole, or the later one is refused.
+    Beside `saved_model.pb` it holds `serving.json` (what was exported, and
+    the files the export wrote) and, with `tflite`, `embed.tflite` (and
+    `lookup.tflite`).
 
     Args:
         model: A `SimilarityModel` or `ContrastiveModel` (a model mixing in
@@ -90,7 +102,8 @@ def export_model(
             Defaults to `False`: float32 images as the model takes them.
         class_names: The class names `label_names` holds, by label.
             Defaults to none: each label's digits.
-        overwrite: Replace an existing export at `path`. Defaults to `False`.
+        overwrite: Replace an earlier export at `path` (one this package
+            wrote, with nothing beside it). Defaults to `False`.
         tflite: Also convert each signature to TensorFlow Lite. Defaults to
             `False`.
         max_index_bytes: The largest index (embeddings, ids, labels, names)
@@ -102,9 +115,10 @@ def export_model(
         no `lookup`), `k`, the index's size, the TFLite files.
 
     Raises:
-        FileExistsError: If `path` exists and `overwrite` is `False`, or
-            holds something other than an export (never deleted); checked
-            before anything is traced.
+        FileExistsError: If `path` exists and `overwrite` is `False`; or
+            is a symbolic link; or, with `overwrite`, is not an export this
+            package wrote or holds files beside it (never deleted). Checked
+            before anything is traced, and again before the switch.
         ValueError: For a bad argument, a model without a known input shape,
             or an index larger than `max_index_bytes` (the message names the
             limit and how to serve such an index).
@@ -179,7 +193,7 @@ def export_model(
         tflite_files=tuple(path / f"{name}.tflite" for name in signatures) if tflite else (),
         note=note,
     )
-    _write(module, signatures, path, result, uint8_input, input_shape)
+    _write(module, signatures, path, result, uint8_input, input_shape, overwrite)
     if verbose:
         what = " and ".join(result.signatures)
         extra = (
@@ -189,28 +203,6 @@ def export_model(
         )
         print(f"Exported {what}{extra} to {path}")
     return result
-
-
-def check_destination(path: Path, overwrite: bool) -> None:
-    """Raises `FileExistsError` unless an export may be written to `path`.
-
-    A path that does not exist may; an existing one only with `overwrite`,
-    and only if it is an earlier export (a SavedModel folder) or an empty
-    folder: anything else is never deleted.
-    """
-    if not path.exists():
-        return
-    if not overwrite:
-        raise FileExistsError(
-            f"{str(path)!r} exists; nothing was written. Give another path, or overwrite=True "
-            "(tfsim export --overwrite) to replace an earlier export."
-        )
-    replaceable = path.is_dir() and ((path / "saved_model.pb").is_file() or not any(path.iterdir()))
-    if not replaceable:
-        raise FileExistsError(
-            f"{str(path)!r} exists and is not an earlier export (no saved_model.pb): it is "
-            "never overwritten. Give another path, or move it away."
-        )
 
 
 def _distance(model: Any, index: Any) -> Distance:
@@ -228,12 +220,14 @@ def _write(
     result: ServingExport,
     uint8_input: bool,
     input_shape: Sequence[int | None],
+    overwrite: bool,
 ) -> None:
-    """Saves `module` (and its TFLite files) beside `path`, then switches it in whole."""
-    _atomic.recover_dir(path)
-    staged = _atomic.staging_path(path)
+    """Saves `module` (and its TFLite files) in a private folder, then switches it in whole."""
+    staged = staging_dir(path)
     try:
         tf.saved_model.save(module, str(staged), signatures=signatures)
+        for file in result.tflite_files:
+            (staged / file.name).write_bytes(convert_to_tflite(staged, file.stem))
         manifest = {
             "signatures": list(result.signatures),
             "input": {
@@ -245,12 +239,11 @@ def _write(
             "index_size": result.index_size,
             "distance": result.distance,
             "note": result.note,
+            **manifest_entry([entry.name for entry in staged.iterdir()] + [MANIFEST]),
         }
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        for file in result.tflite_files:
-            (staged / file.name).write_bytes(convert_to_tflite(staged, file.stem))
-        old = _atomic.switch_dir(staged, path)
+        switch_in(staged, path, overwrite)
     except BaseException:
-        _atomic.discard_dir(staged)
+        if staged.exists():
+            shutil.rmtree(staged)
         raise
-    _atomic.discard_dir(old)
