@@ -142,14 +142,19 @@ class MomentumTeacherMixin:
         return encoder.predict(images, batch_size=batch_size, verbose=0)
 
     def _set_schedule(self, x: Any, args: tuple, kwargs: dict) -> None:
-        """Sets the momentum schedule's total and per-epoch optimizer steps from `fit`'s."""
-        epochs = args[1] if len(args) > 1 else kwargs.get("epochs", 1)
+        """Sets the momentum schedule's total and per-epoch optimizer steps from `fit`'s.
+
+        `args` are `fit`'s positional arguments after `x`, in Keras' order:
+        `(y, batch_size, epochs, ...)`.
+        """
+        epochs = _fit_argument(args, 2, kwargs, "epochs")
+        epochs = 1 if epochs is None else epochs
         per_epoch = kwargs.get("steps_per_epoch")
         if per_epoch is None and isinstance(x, tf.data.Dataset):
             cardinality = int(x.cardinality())
             per_epoch = cardinality if cardinality > 0 else None
         elif per_epoch is None and hasattr(x, "shape"):  # Arrays, batched by Keras.
-            batch_size = args[0] if args else kwargs.get("batch_size") or 32
+            batch_size = _fit_argument(args, 1, kwargs, "batch_size") or 32
             per_epoch = math.ceil(x.shape[0] / batch_size)
         if per_epoch is None and self.total_steps is None:
             raise ValueError(
@@ -158,8 +163,26 @@ class MomentumTeacherMixin:
                 "unknown-length dataset). Pass steps_per_epoch=..., or total_steps=... to "
                 "the model."
             )
+        in_epochs = self._method.options_in_epochs(self.algorithm_options)
+        if per_epoch is None and in_epochs:
+            # total_steps fixes the momentum schedule, but these options count epochs: with
+            # no epoch length they would silently turn off.
+            raise ValueError(
+                f"{self._method.display_name}'s algorithm_options "
+                f"{', '.join(f'{k}={v!r}' for k, v in in_epochs.items())} count epochs of "
+                "optimizer steps, and fit cannot tell an epoch's length from this input (an "
+                "infinite or unknown-length dataset). Pass steps_per_epoch=... to fit, or set "
+                "those options to 0."
+            )
         total = self.total_steps or int(epochs) * int(per_epoch)
         self.schedule_steps.assign([total, per_epoch or 0])
+
+
+def _fit_argument(args: tuple, position: int, kwargs: dict, name: str) -> Any:
+    """`fit`'s argument `name`, at `position` of `args` (after `x`) or among `kwargs`."""
+    if len(args) > position:
+        return args[position]
+    return kwargs.get(name)
 
 
 def _trainable_indices(network: keras.Model) -> list[int]:

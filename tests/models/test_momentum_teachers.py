@@ -365,3 +365,32 @@ def test_the_optimizer_never_sees_the_teacher_even_after_unfreezing():
     assert not teacher & {id(v) for v in model.trainable_weights}
     assert teacher <= {id(v) for v in model.non_trainable_weights}
     assert len(model.trainable_weights) + len(model.non_trainable_weights) == len(model.weights)
+
+
+def test_the_schedule_reads_fits_positional_arguments_in_keras_order():
+    # fit(x, y, batch_size, epochs): 8 packed view pairs in batches of 4 for 3 epochs.
+    view1, view2 = views(0, 8)
+    model = teacher_model("byol")
+    model.compile(optimizer="sgd")
+    model.fit(np.stack([view1, view2], axis=1), None, 4, 3, verbose=0)
+    assert model.schedule_steps.numpy().tolist() == [6, 2]
+    model = teacher_model("byol")
+    model.compile(optimizer="sgd")
+    model.fit(view_batches(2), None, None, 3, verbose=0)
+    assert model.schedule_steps.numpy().tolist() == [6, 2]
+
+
+def test_dino_refuses_epoch_options_it_cannot_count_on_data_of_unknown_length():
+    unknown_length = view_batches(2).filter(lambda a, b: True)
+    model = teacher_model("dino", total_steps=4)
+    model.compile(optimizer="sgd")
+    with pytest.raises(ValueError, match="warmup_teacher_temperature_epochs=1 count epochs"):
+        model.fit(unknown_length, verbose=0)
+    # With the epoch's length given, or without epoch options, it trains.
+    model.fit(unknown_length, steps_per_epoch=2, verbose=0)
+    assert model.schedule_steps.numpy().tolist() == [4, 2]
+    options = {"warmup_teacher_temperature_epochs": 0, "freeze_last_layer_epochs": 0}
+    model = teacher_model("dino", total_steps=4, algorithm_options=options)
+    model.compile(optimizer="sgd")
+    model.fit(unknown_length, verbose=0)
+    assert model.schedule_steps.numpy().tolist() == [4, 0]

@@ -120,6 +120,16 @@ class ContrastiveAlgorithm:
             )
         return {**self.option_defaults, **options}
 
+    def options_in_epochs(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options of `options` that count epochs and are in force (none by default).
+
+        A momentum-teacher model refuses to train on data of unknown length
+        when this is not empty, unless `fit` is given `steps_per_epoch`:
+        without an epoch's length such options would silently turn off.
+        """
+        del options
+        return {}
+
     def monitor_names(self) -> tuple[str, ...]:
         """Names of the extra collapse monitors `forward` returns in `Forward.monitors`."""
         return ()
