@@ -258,7 +258,8 @@ def _add_run_arguments(
             type=int,
             default=default(512),
             metavar="D",
-            help="self-supervised: width of the projector's layers (SimSiam's predictor: D/4); "
+            help="self-supervised: width of the projector's layers; a predictor's hidden layer "
+            "is D times the method's ratio (SimSiam: 1/4; BYOL and MoCo v3: 16); "
             "the papers use 2048-8192 for ImageNet",
         )
     command.add_argument(

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity.cli.pretrain import algorithm_options
+from tensorflow_similarity.cli.pretrain import PretrainJob, algorithm_options
 from tests.cli.test_cli import QUICK, history, tfsim
 from tests.cli.test_cli_lars import resolved
 
@@ -41,3 +41,13 @@ def test_dino_warms_its_teacher_temperature_over_a_third_of_the_run():
     args = resolved(["pretrain", "--algorithm", "dino", "--epochs", "10"])
     assert algorithm_options(args) == {"warmup_teacher_temperature_epochs": 3}
     assert algorithm_options(resolved(["pretrain", "--algorithm", "byol"])) is None
+
+
+@pytest.mark.parametrize("algorithm, ratio", [("simsiam", 0.25), ("byol", 16), ("mocov3", 16)])
+def test_pretrain_builds_the_predictor_the_method_declares(algorithm, ratio):
+    argv = ["pretrain", "--algorithm", algorithm, "--projector-dim", "8", "--image-size", "8"]
+    model = PretrainJob(resolved(argv), None, None).build(steps_per_epoch=1)
+    hidden = [
+        layer.units for layer in model.predictor.layers if isinstance(layer, keras.layers.Dense)
+    ]
+    assert hidden == [int(8 * ratio), 8]
