@@ -5,9 +5,10 @@ run with a non-empty index (a supervised run's: the training images of
 every class), a `lookup` signature whose `label_names` are the run's class
 names; it loads and serves with TensorFlow alone. The run folder is checked
 as `tfsim lookup` checks it (its run.json, and that model.keras and its
-index are the ones the run recorded) before the model is loaded, and an
-existing OUT is refused unless `--overwrite` (which replaces only an
-earlier export).
+index are the ones the run recorded) before the model is loaded. OUT may
+not be inside the run folder; an existing OUT is refused unless
+`--overwrite`, which replaces only an earlier export that this package
+wrote (see `serving.destination`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def add_export_command(commands: Any) -> None:
     export.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace OUT if it holds an earlier export (anything else is never deleted)",
+        help="replace OUT if it holds an earlier export tfsim wrote (its serving.json says so) "
+        "and nothing else; anything else, or a symbolic link, is never deleted",
     )
     export.add_argument(
         "--no-safe-mode",
@@ -75,14 +77,36 @@ def add_export_command(commands: Any) -> None:
     )
 
 
+def check_outside_run(source: Path, out: Path) -> None:
+    """Raises `UsageError` if `out` is the run folder `source`, inside it, or holds it.
+
+    An export inside a run folder is a file its run did not write: the run
+    is then refused as mixed, and `--overwrite` of the run deletes it.
+    """
+    run, target = source.resolve(), out.resolve()
+    if target == run or run in target.parents:
+        raise UsageError(
+            f"OUT {str(out)!r} is inside the run folder {str(source)!r}: an export there is "
+            "a file its run did not write (tfsim would then refuse the run, and train "
+            "--overwrite delete it). Give a folder outside the run, e.g. "
+            f"{str(source.parent / (source.name + '-served'))!r}."
+        )
+    if target in run.parents:
+        raise UsageError(
+            f"OUT {str(out)!r} holds the run folder {str(source)!r}; an export replaces OUT "
+            "whole. Give a folder outside the run."
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Writes the export and prints what it holds; returns 0.
 
     Raises:
         UsageError: For a bad `--k`, a folder without a finished run (or with
             files its run did not write), a run without its index (unless
-            `--no-index`), or an OUT that exists (without `--overwrite`, or
-            holding something other than an export).
+            `--no-index`), an OUT inside the run folder, a symbolic link, or
+            an OUT that exists (without `--overwrite`, or holding something
+            other than an export tfsim wrote).
     """
     source = Path(args.run).expanduser()
     out = Path(args.out).expanduser()
@@ -93,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     algorithm = recorded.get("options", {}).get("algorithm")
     retrain = f"tfsim train --algorithm {algorithm} --output {source} --overwrite"
     run_folder.check_run_files(source, recorded, retrain, "export", index=args.index)
+    check_outside_run(source, out)
     try:
         check_destination(out, args.overwrite)
     except FileExistsError as error:

@@ -161,3 +161,26 @@ def test_an_existing_destination_is_kept_unless_overwrite_replaces_an_export(
     assert (out / "saved_model.pb").read_bytes() == before
     assert main(["export", str(runs["supervised"]), str(out), "--overwrite"]) == 0
     assert set(tf.saved_model.load(str(out)).signatures) == {"embed", "lookup"}
+
+
+@pytest.mark.parametrize("inside", ["model.index/served", "backup", ".", ".."])
+def test_out_inside_the_run_folder_or_holding_it_is_refused(runs, tmp_path, capsys, inside):
+    run = _copy(runs["supervised"], tmp_path / "run")
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    out = run / inside
+    assert main(["export", str(run), str(out), "--overwrite"]) == 2
+    error = capsys.readouterr().err
+    expected = "holds the run folder" if inside == ".." else "is inside the run folder"
+    assert error.startswith("tfsim: error:") and expected in error
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before
+
+
+def test_a_symbolic_link_out_is_refused_and_kept(runs, tmp_path, capsys):
+    real, link = tmp_path / "real", tmp_path / "link"
+    assert main(["export", str(runs["pretrain"]), str(real)]) == 0
+    link.symlink_to(real)
+    assert main(["export", str(runs["pretrain"]), str(link), "--overwrite"]) == 2
+    error = capsys.readouterr().err
+    assert "is a symbolic link" in error and str(real) in error
+    assert link.is_symlink() and (real / "saved_model.pb").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
