@@ -50,10 +50,13 @@ What a training command writes to `--output` (default `tfsim-output`):
   finished, the SHA-256 of its model.keras and index, which `lookup` checks.
 * `summary.json`: the table printed at the end.
 * `logs/`: TensorBoard logs (`tensorboard --logdir OUTPUT/logs`).
-* Plots: `loss.png`, `embeddings.png` (a 2-D PCA of the test embeddings
-  coloured by class), and `knn_accuracy.png` (self-supervised) or
-  `retrieval.png` and `neighbours.png` (supervised: a few test images and
-  their nearest indexed images).
+* Plots: `loss.png`; `knn_accuracy.png` (self-supervised) or
+  `retrieval.png` (supervised): the figures by epoch, beside the raw
+  pixels' as a dashed line; `neighbours.png`: 8 held-out images (seeded,
+  spread over classes) each beside its 5 nearest held-out images
+  (self-supervised) or indexed images (supervised), wrong classes framed
+  in red; `embeddings.png`: a 2-D PCA of the test embeddings of the 10
+  classes with the most test images.
 * `backup/`: the last completed epoch while training runs (deleted at the
   end); `--resume` continues from it after an interruption.
 
