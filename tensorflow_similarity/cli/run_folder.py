@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tensorflow_similarity.cli import run_lock
 from tensorflow_similarity.cli.errors import EXIT_DIVERGED, TrainingDiverged, UsageError
 from tensorflow_similarity.models.index_mixin import index_path
 
@@ -283,11 +284,18 @@ def read_run(output: Path, shown: str, train_it: str) -> dict[str, Any]:
         train_it: The command that trains a run there, for the messages.
 
     Raises:
-        UsageError: If `output` is not a folder, holds no run.json, or an
-            unreadable one.
+        UsageError: If `output` is not a folder, a run in progress holds it
+            (`run_lock`), or it holds no run.json, or an unreadable one.
     """
     if not output.is_dir():
         raise UsageError(f"{shown} is not a folder; {train_it}.")
+    holder = run_lock.holder_of(output)
+    if holder is not None:
+        # Its files say "interrupted" or "stopped before an epoch" while it trains.
+        raise UsageError(
+            f"{str(output)!r} holds a run still in progress ({run_lock.holder_words(holder)}), "
+            "not a finished one. Wait for it to end, then try again."
+        )
     if not (output / RUN_FILE).is_file():
         raise UsageError(f"{str(output)!r} holds no tfsim run (no run.json); {train_it}.")
     state, words = describe(output)

@@ -123,7 +123,10 @@ def _record(descriptor: int) -> dict[str, Any]:
     return holder if isinstance(holder, dict) else {}
 
 
-def _holder_words(holder: dict[str, Any]) -> str:
+def holder_words(holder: dict[str, Any]) -> str:
+    """Names the run a lock file records: `"pid 12 on host 'h', started 2026-..."`."""
+    if not holder:
+        return "starting: its lock file is being written"
     return (
         f"pid {holder.get('pid')} on host {holder.get('host')!r}, started "
         f"{holder.get('started', 'at an unknown time')}"
@@ -140,7 +143,7 @@ def _in_use(path: Path, holder: dict[str, Any]) -> UsageError:
         )
     return UsageError(
         f"--output {str(path.parent)!r} is in use by another tfsim run "
-        f"({_holder_words(holder)}); two runs in one folder would mix their files. Wait "
+        f"({holder_words(holder)}); two runs in one folder would mix their files. Wait "
         "for it to end, stop it, or give another --output."
     )
 
@@ -151,7 +154,7 @@ def _check_same_host(path: Path, holder: dict[str, Any]) -> None:
     if holder and host is not None and host != socket.gethostname():
         raise UsageError(
             f"--output {str(path.parent)!r} is in use by a tfsim run on another host "
-            f"({_holder_words(holder)}), which cannot be checked from here. Give another "
+            f"({holder_words(holder)}), which cannot be checked from here. Give another "
             f"--output; if that run is gone, delete the lock: rm {path}"
         )
 
@@ -266,7 +269,7 @@ class RunLock:
         if holder:
             print(
                 f"tfsim: warning: taking over the stale lock {str(self.path)!r} of a run that "
-                f"is gone ({_holder_words(holder)}).",
+                f"is gone ({holder_words(holder)}).",
                 file=sys.stderr,
                 flush=True,
             )

@@ -252,3 +252,21 @@ def test_processes_taking_over_a_stale_lock_at_once_never_hold_it_together(tmp_p
     together = {folder for (a, folder), (b, _) in pairs if a == b == "enter"}
     assert lines and lines[0][0] == "enter" and not together, f"held together: {together}"
     assert [kind for kind, _ in lines] == ["enter", "exit"] * (len(lines) // 2)
+
+
+@pytest.mark.parametrize("command", ["lookup", "export"])
+def test_lookup_and_export_of_a_run_in_progress_say_so(tmp_path, capsys, command):
+    output = tmp_path / "run"
+    output.mkdir()
+    # What a supervised run's folder holds while it trains its first epoch.
+    (output / "run.json").write_text(json.dumps({"options": {"algorithm": "multisimilarity"}}))
+    argv = {
+        "lookup": ["lookup", "--output", str(output), str(tmp_path / "query.png")],
+        "export": ["export", str(output), str(tmp_path / "served")],
+    }[command]
+    with held_lock(output, os.getpid()):
+        assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"holds a run still in progress (pid {os.getpid()} on host" in error
+    assert "--resume" not in error and "stopped before" not in error
+    assert not (tmp_path / "served").exists()
