@@ -84,7 +84,6 @@ def verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]
             f"{METADATA_FILE} changed after the index was saved (the SHA-256 of its content "
             "differs from the metadata_sha256 it records)",
         )
-    appended = any(isinstance(entry, dict) and entry.get("appendable") for entry in files.values())
     for name, entry in files.items():
         if Path(name).name != name or name == METADATA_FILE:
             raise corrupt_error(path, f"its {METADATA_FILE} records a checksum of {name!r}")
@@ -105,16 +104,10 @@ def verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]
                 f"{'truncated or ' * (size < length)}rewritten after the index was saved",
             )
         if _sha256(file, length) != digest:
-            hint = (
-                "; records added to an index loaded from this folder are written into it, "
-                "so save that index here again to keep the folder whole"
-                if appended
-                else ""
-            )
             raise corrupt_error(
                 path,
                 f"{name} changed after the index was saved (its SHA-256 differs from the one "
-                f"{METADATA_FILE} records){hint}",
+                f"{METADATA_FILE} records)",
             )
 
 

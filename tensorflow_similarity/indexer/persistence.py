@@ -4,10 +4,13 @@ The store keeps its kind. A `MemoryStore` is written into the folder and
 read back into memory. A `MemmapStore`'s files are copied into the
 folder (unless it already lives there), and `load` memory-maps them
 where they are, in the saved folder, copying nothing, which is what a
-larger-than-memory index needs: records added to the loaded index are
-appended to those files (save it into the same folder again to keep
-the saved index whole; a `reset()` empties them). To copy the records
-elsewhere instead, pass `kv_store=MemmapStore(other_folder)` to `load`.
+larger-than-memory index needs. They are copy-on-write: the first record
+added to the loaded index copies the store's files into a private
+folder beside the saved one (see `MemmapStore`), and a `reset()` starts
+an empty one, so the saved folder is never written to and loads as
+saved; save the index (there or elsewhere) to keep what was added. To
+copy the records into a folder of your choice at load, pass
+`kv_store=MemmapStore(other_folder)` to `load`.
 Another `Store` subclass is saved as its class name and config; `load`
 needs an instance of it (`kv_store=...`) to read the records into.
 
@@ -19,9 +22,7 @@ then checks that the files agree with each other (see `Indexer.load`), before
 it reads anything into an index. A `MemmapStore`'s description
 (`memmap_store.json`) is checksummed whole and each of its column files
 up to the end of the saved records: bytes past them (a crashed append)
-do not count, and records added to an index loaded on the folder change
-the description, so such a folder loads again only once the index is
-saved there again (which hashes its files anew).
+do not count.
 
 A save replaces a folder whole or not at all: everything is written into
 the hidden sibling `.NAME.partial`, flushed to disk, and switched in by

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import warnings
+import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,16 @@ class MemmapStore(Store):
     ignored: raw rows are what makes the memory maps work); `load(path)`
     checks the saved store there completely, then copies it in over this
     one, or, when `path` is this store's own folder (`Indexer.load` opens a
-    saved index's store so), opens it in place, not copy-on-write: the
-    first `add` or `reset` after that warns (`UserWarning`) that the saved
-    folder's files change under its saved checksums, so it will not load
-    again until it is saved there again.
+    saved index's store so), opens it in place, copy-on-write: reads use
+    the saved files, and the first `add` copies them (a pass over the
+    store's files, as much disk again) into a private folder, a hidden
+    sibling of the saved one (`.NAME.copy-*`, or one in the system's
+    temporary folder if the parent cannot be written), which the store
+    then lives in; a first `reset` starts an empty private folder. The
+    saved folder is never written to, so it loads as saved until it is
+    saved again; the private folder is deleted when the store is garbage
+    collected or the process exits, so save the index to keep what was
+    added. `path` (and `get_config`) name the private folder from then on.
 
     Args:
         path: The folder of the files (created if needed).
@@ -80,7 +87,7 @@ class MemmapStore(Store):
             self._meta = {"dim": None, "count": 0, "data": None}
             self._write_meta()
         self._maps: dict[str, np.ndarray] | None = None
-        # The saved folder this store was opened in, until its first change warns.
+        # The saved folder this store reads in place, until its first change copies it.
         self._opened_saved: Path | None = None
 
     @property
@@ -91,7 +98,7 @@ class MemmapStore(Store):
         return self._meta["count"]
 
     def reset(self) -> None:
-        self._warn_if_saved_folder_goes_stale("emptied")
+        self._copy_on_write(keep_records=False)
         self._maps = None
         for file in self.path.glob("*.bin"):
             file.unlink()
@@ -112,7 +119,7 @@ class MemmapStore(Store):
         }
         if data_rows is not None:
             columns["data"] = data_rows
-        self._warn_if_saved_folder_goes_stale("appended to")
+        self._copy_on_write(keep_records=True)
         count = self.size()
         self._maps = None
         for column, rows in columns.items():
@@ -206,19 +213,39 @@ class MemmapStore(Store):
         self._meta = meta
         self._write_meta()
 
-    def _warn_if_saved_folder_goes_stale(self, change: str) -> None:
-        if self._opened_saved is None:
+    def _copy_on_write(self, keep_records: bool) -> None:
+        """Moves a store opened in place on a saved folder to a private folder, before a change.
+
+        With `keep_records`, the saved column files are copied there first;
+        on an error (a full disk) the private folder is deleted and the
+        store still reads the saved folder.
+
+        Raises:
+            OSError: If the private folder cannot be made or written; it
+                names the saved folder and the private one.
+        """
+        saved = self._opened_saved
+        if saved is None:
             return
-        folder, self._opened_saved = self._opened_saved, None
-        warnings.warn(
-            f"{type(self).__name__}: the files of the index saved in {str(folder)!r} are "
-            f"being {change} in place (the store was opened there), so that saved index will "
-            f"not load until it is saved again: call save({str(folder)!r}) on the index (or "
-            "model.save) when done. To leave the saved index as it is, load it with "
-            "kv_store=MemmapStore(another_folder), which copies the records.",
-            UserWarning,
-            stacklevel=4,
-        )
+        private = _private_folder(saved)
+        try:
+            if keep_records:
+                for column in (*_COLUMNS, "data"):
+                    source = saved / f"{column}.bin"
+                    if source.exists():
+                        shutil.copyfile(source, private / f"{column}.bin")
+        except OSError as error:
+            shutil.rmtree(private, ignore_errors=True)
+            raise OSError(
+                error.errno,
+                f"{type(self).__name__}: copying the index saved in {str(saved)!r} into "
+                f"{str(private)!r} before changing it failed ({error.strerror or error}). "
+                "Nothing was changed; free disk space there, or load the index with "
+                "kv_store=MemmapStore(another_folder).",
+            ) from error
+        self._opened_saved, self._maps, self.path = None, None, private
+        self._write_meta()
+        weakref.finalize(self, shutil.rmtree, str(private), True)
 
     def _memory_maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:
@@ -272,6 +299,14 @@ class MemmapStore(Store):
     def _write_meta(self) -> None:
         meta = {"format_version": FORMAT_VERSION, "kind": type(self).__name__, **self._meta}
         _atomic.write_text(self.path / META_NAME, json.dumps(meta))
+
+
+def _private_folder(saved: Path) -> Path:
+    """A new folder for a copy of the store saved in `saved`: its sibling, else a temporary one."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{saved.name}.copy-", dir=saved.parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"{saved.name}.copy-"))
 
 
 def _read_meta(path: Path, owner: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import warnings
 
@@ -196,32 +197,47 @@ def test_a_memmap_store_reloads_as_a_memmap_store_on_the_saved_files(tmp_path):
     assert [[(n.label, n.distance, n.data.tolist()) for n in row] for row in after] == [
         [(n.label, n.distance, n.data.tolist()) for n in row] for row in before
     ]
-    # Records added to the loaded index go to the saved files; saving there again keeps it whole.
-    with pytest.warns(UserWarning, match="saved again"):
-        loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    # Records added to the loaded index go to a private copy; saving there again keeps them.
+    loaded.add(np.zeros(DIM, np.float32), label=9, data=np.array([-1, -1]))
+    assert loaded.kv_store.path.parent == tmp_path and loaded.kv_store.path.name.startswith(
+        ".saved.copy-"
+    )
     loaded.save(tmp_path / "saved")
     again = Indexer.load(tmp_path / "saved", verbose=0)
     assert again.size() == 41 and again.kv_store.get(40)[1] == 9
     assert index.size() == 40 and MemmapStore(tmp_path / "live").size() == 40
 
 
-def test_the_first_add_to_a_memmap_index_opened_in_its_saved_folder_warns(tmp_path):
+def _records(index):
+    embeddings, labels, data = index.kv_store.batch_get(list(range(index.size())))
+    return embeddings.tolist(), labels, np.asarray(data).tolist()
+
+
+def test_changing_a_memmap_index_loaded_in_place_leaves_the_saved_index_as_saved(tmp_path):
     _memmap_index(tmp_path / "live").save(tmp_path / "saved")
+    saved_files = {f.name: f.read_bytes() for f in (tmp_path / "saved").iterdir()}
+    original = _records(Indexer.load(tmp_path / "saved", verbose=0))
     loaded = Indexer.load(tmp_path / "saved", verbose=0)
     record = (np.zeros(DIM, np.float32), 9, np.array([-1, -1]))
-    with pytest.warns(UserWarning, match="will not load until it is saved again") as caught:
-        loaded.add(*record)
-    assert str(tmp_path / "saved") in str(caught[0].message)
-    assert "save(" in str(caught[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        loaded.add(*record)  # warned once
-    # What the warning says: the saved folder no longer loads...
-    with pytest.raises(ValueError, match="corrupt"):
-        Indexer.load(tmp_path / "saved", verbose=0)
-    # ...until it is saved again.
+        loaded.add(*record)
+        loaded.add(*record)
+    assert loaded.size() == 42 and loaded.kv_store.get(41)[1] == 9
+    # Not saved: the saved folder loads as it was saved, byte for byte.
+    assert {f.name: f.read_bytes() for f in (tmp_path / "saved").iterdir()} == saved_files
+    assert _records(Indexer.load(tmp_path / "saved", verbose=0)) == original
+    reset = Indexer.load(tmp_path / "saved", verbose=0)
+    reset.reset()
+    assert reset.size() == 0 and Indexer.load(tmp_path / "saved", verbose=0).size() == 40
+    # Saved there again, the added records are kept; the private copy goes with its store.
     loaded.save(tmp_path / "saved")
     assert Indexer.load(tmp_path / "saved", verbose=0).size() == 42
+    copies = list(tmp_path.glob(".saved.copy-*"))
+    assert copies
+    del loaded, reset
+    gc.collect()
+    assert not any(copy.exists() for copy in copies)
 
 
 def test_a_memmap_index_loaded_into_another_folder_adds_without_a_warning(tmp_path):

@@ -168,3 +168,22 @@ def test_a_description_of_impossible_records_is_refused(tmp_path, meta):
     (tmp_path / "memmap_store.json").write_text(json.dumps({**saved, **meta}))
     with pytest.raises(ValueError, match="which no store holds"):
         MemmapStore(tmp_path)
+
+
+def test_a_store_opened_in_its_saved_folder_copies_it_before_a_change(tmp_path, monkeypatch):
+    embeddings, labels, images = _records()
+    MemmapStore(tmp_path / "live").batch_add(embeddings[:4], labels[:4], images[:4])
+    MemmapStore(tmp_path / "live").save(tmp_path / "saved")
+    saved = {f.name: f.read_bytes() for f in (tmp_path / "saved").iterdir()}
+    store = MemmapStore(tmp_path / "saved")
+    store.load(tmp_path / "saved")
+    # A copy that fails (a full disk) changes nothing: the store still reads the saved folder.
+    monkeypatch.setattr("shutil.copyfile", lambda *a: (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(OSError, match="Nothing was changed; free disk space"):
+        store.add(embeddings[4], labels[4], images[4])
+    assert store.path == tmp_path / "saved" and store.size() == 4
+    monkeypatch.undo()
+    store.add(embeddings[4], labels[4], images[4])
+    assert store.path != tmp_path / "saved" and store.size() == 5
+    np.testing.assert_array_equal(store.batch_get(range(5))[0], embeddings[:5])
+    assert {f.name: f.read_bytes() for f in (tmp_path / "saved").iterdir()} == saved
