@@ -10,6 +10,7 @@ from tensorflow_similarity.models.heads import (
     get_projector,
     projector_widths,
 )
+from tensorflow_similarity.models.index_fingerprint import StaleIndexError, StaleIndexWarning
 from tensorflow_similarity.models.index_mixin import IndexMixin
 from tensorflow_similarity.models.similarity_model import SimilarityModel
 
@@ -17,6 +18,8 @@ __all__ = [
     "ContrastiveModel",
     "IndexMixin",
     "SimilarityModel",
+    "StaleIndexError",
+    "StaleIndexWarning",
     "WeightNormalizedDense",
     "build_dino_head",
     "build_predictor",
