@@ -4,7 +4,8 @@
 SavedModel with an `embed` signature and, when the model has an index, a
 `lookup` signature that searches it exactly in the graph: it loads with
 `tf.saved_model.load` and serves under TensorFlow Serving without this
-package. `convert_to_tflite` converts a signature to TensorFlow Lite. An
+package. `convert_to_tflite` converts a signature to TensorFlow Lite, and
+`TFLiteSignature` runs one with its images checked. An
 index over `MAX_INDEX_BYTES` is refused (see `index_snapshot`). The guide:
 docs/guides/serving.md.
 """
@@ -21,12 +22,14 @@ from tensorflow_similarity.serving.index_snapshot import (
 )
 from tensorflow_similarity.serving.similarity_serving import SimilarityServing
 from tensorflow_similarity.serving.tflite import convert_to_tflite
+from tensorflow_similarity.serving.tflite_signature import TFLiteSignature
 
 __all__ = [
     "MAX_INDEX_BYTES",
     "IndexSnapshot",
     "ServingExport",
     "SimilarityServing",
+    "TFLiteSignature",
     "check_destination",
     "check_index_size",
     "convert_to_tflite",

@@ -19,6 +19,7 @@ from tensorflow_similarity.models import ContrastiveModel, SimilarityModel
 from tensorflow_similarity.serving import (
     MAX_INDEX_BYTES,
     SimilarityServing,
+    TFLiteSignature,
     check_index_size,
     convert_to_tflite,
     export_model,
@@ -237,6 +238,47 @@ def test_tflite_embed_and_lookup_match_the_keras_model(trained, served):
     np.testing.assert_array_equal(looked_up["ids"], here["ids"].numpy())
     np.testing.assert_array_equal(looked_up["labels"], here["labels"].numpy())
     np.testing.assert_allclose(looked_up["distances"], here["distances"].numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "case, shape, dtype, fill, message",
+    [
+        ("8x8", (1, 8, 8, 3), np.float32, 0.5, r"shape \[batch, 16, 16, 3\] float32; got \[1, 8"),
+        ("32x32", (1, 32, 32, 3), np.float32, 0.5, r"got \[1, 32, 32, 3\]. Resize"),
+        ("channels", (2, 16, 16, 1), np.float32, 0.5, r"got \[2, 16, 16, 1\]"),
+        ("rank 3", (16, 16, 3), np.float32, 0.5, r"got \[16, 16, 3\]"),
+        ("float64", (1, 16, 16, 3), np.float64, 0.5, r"got float64. Convert"),
+        ("nan", (2, 16, 16, 3), np.float32, np.nan, "hold 1 NaN or infinite pixels"),
+        ("inf", (1, 16, 16, 3), np.float32, np.inf, "hold 1 NaN or infinite pixels"),
+    ],
+)
+def test_tflite_signature_refuses_other_shapes_and_non_finite_pixels(
+    trained, case, shape, dtype, fill, message
+):
+    images = np.full(shape, 0.5, dtype)
+    images.reshape(-1)[:1] = fill
+    for file in trained.export.tflite_files:
+        with pytest.raises(ValueError, match=message):
+            TFLiteSignature(file)(images)
+
+
+def test_tflite_signature_answers_as_the_interpreter_and_an_empty_batch_empty(trained):
+    embed_file, lookup_file = trained.export.tflite_files
+    lookup = TFLiteSignature(lookup_file)
+    assert (lookup.signature, lookup.input_shape) == ("lookup", (16, 16, 3))
+    found = lookup(trained.queries)
+    expected = _interpreter_outputs(lookup_file, "lookup", trained.queries)
+    for name in ("ids", "labels", "label_names", "distances"):
+        np.testing.assert_array_equal(found[name], expected[name])
+    empty = lookup(np.zeros((0, 16, 16, 3), np.float32))
+    assert {name: (v.shape, v.dtype) for name, v in empty.items()} == {
+        name: ((0, K), expected[name].dtype) for name in expected
+    }
+    assert TFLiteSignature(embed_file)(np.zeros((0, 16, 16, 3), np.float32))[
+        "embeddings"
+    ].shape == (0, 16)
+    with pytest.raises(ValueError, match=r"signatures \['lookup'\]; got signature='embed'"):
+        TFLiteSignature(lookup_file, "embed")
 
 
 def test_uint8_input_scales_in_the_graph(trained, tmp_path):
