@@ -150,6 +150,16 @@ def build_dino_head(
     PyTorch's (Keras' `"gelu"`). `hidden_layers=0` maps the input straight to the bottleneck
     (DINO's `nlayers=1`).
 
+    Under a float16 or bfloat16 policy (`mixed_float16`, `mixed_bfloat16`)
+    the hidden layers follow it, and the bottleneck and the last layer
+    compute in float32 (`dtype="float32"`), as Keras advises for the layer
+    that feeds a softmax: the logits are then float32. In float16 the
+    bottleneck's L2 normalisation treats a row of norm below 1e-3 as zero
+    (`l2_normalize`'s float16 floor), leaving it unnormalised and without
+    gradient, which at DINO's small initialisation cuts the backbone off;
+    and the teacher's temperature (0.04) magnifies float16's rounding of the
+    logits twenty-five times.
+
     Args:
         input_dim: Width of the backbone's representation.
         output_dim: Number `K` of prototypes (outputs). Defaults to 65536.
@@ -168,7 +178,8 @@ def build_dino_head(
         name: Model name (and its layers' prefix). Defaults to `"projector"`.
 
     Returns:
-        A Functional model `[batch, input_dim] -> [batch, output_dim]`.
+        A Functional model `[batch, input_dim] -> [batch, output_dim]`, whose
+        output is float32 under a float16 or bfloat16 policy.
 
     Raises:
         ValueError: For a non-positive width or a negative `hidden_layers`.
@@ -206,11 +217,20 @@ def build_dino_head(
         if use_bn:
             x = batch_norm_layer(plugin, name=f"{name}_bn{i}")(x)
         x = keras.layers.Activation("gelu", name=f"{name}_gelu{i}")(x)
-    x = MetricEmbedding(bottleneck_dim, name=f"{name}_bottleneck", **dense_kwargs())(x)
+    x = MetricEmbedding(
+        bottleneck_dim, name=f"{name}_bottleneck", dtype=_float32_if_half(), **dense_kwargs()
+    )(x)
     x = WeightNormalizedDense(
         output_dim,
+        dtype=_float32_if_half(),
         normalize_scale=norm_last_layer,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=_KERNEL_STDDEV),
         name=f"{name}_last_layer",
     )(x)
     return keras.Model(inputs, x, name=name)
+
+
+def _float32_if_half() -> str | None:
+    """`"float32"` under a float16 or bfloat16 policy (the global one); `None` keeps the policy."""
+    policy = keras.config.dtype_policy()
+    return "float32" if policy.compute_dtype in ("float16", "bfloat16") else None

@@ -170,3 +170,23 @@ def test_head_rejects_bad_widths_before_building(kwargs, message, monkeypatch):
     monkeypatch.setattr(keras, "Input", no_model)
     with pytest.raises(ValueError, match=message):
         build_dino_head(**{"input_dim": 20, **SMALL, **kwargs})
+
+
+@pytest.mark.parametrize(("policy", "atol"), [("mixed_float16", 5e-3), ("mixed_bfloat16", 2e-2)])
+def test_half_precision_head_computes_bottleneck_and_prototypes_in_float32(policy, atol):
+    # DINO's init shrinks the activations: the bottleneck's rows have norms near 1e-4, which
+    # float16's L2-normalisation floor (1e-3) would leave unnormalised (logits ~10x too small).
+    keras.utils.set_random_seed(0)
+    reference = build_dino_head(4, **SMALL)
+    keras.config.set_dtype_policy(policy)
+    head = build_dino_head(4, **SMALL)
+    keras.config.set_dtype_policy("float32")
+    head.set_weights(reference.get_weights())
+    x = np.random.default_rng(6).normal(size=(6, 4)).astype("float32")
+
+    logits = head(x)
+
+    assert head.layers[-2].compute_dtype == head.layers[-1].compute_dtype == "float32"
+    assert head.layers[1].compute_dtype == policy.removeprefix("mixed_")
+    assert logits.dtype == "float32"
+    np.testing.assert_allclose(logits.numpy(), reference(x).numpy(), rtol=0, atol=atol)
