@@ -157,7 +157,7 @@ def knn_figure(
     `knn_augmented_before` is given; and the raw pixels' kNN accuracy (what
     the final table prints) as a dashed horizontal line, when given.
     """
-    figure = Figure(figsize=(5, 3.5))
+    figure = Figure(figsize=(5.5, 4.2))
     axis = figure.subplots()
     axis.plot(
         *report.evaluated_curve(records, "knn_accuracy", knn_before),
@@ -177,7 +177,8 @@ def knn_figure(
             linestyle="--",
             label=f"raw pixels, clean queries ({knn_pixels:.3f})",
         )
-    axis.legend(fontsize=8, loc="best")
+    # Below the axes: inside, it would hide the curves or the raw pixels' line at the top.
+    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     axis.set(xlabel="epoch (0: before training)", ylabel="kNN accuracy", title="kNN accuracy")
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.tight_layout()
