@@ -12,13 +12,14 @@ evaluations) and `StaleIndexError` (export, adding to it) report.
 Hashing every weight costs a pass over all of them on the host (about
 as much as copying the model's weights off the accelerator), so lookups
 reuse the fingerprint while `weights_sample_key` is unchanged: a digest
-of the optimizer's step count and of a few values of every weight,
-which training, `set_weights` and `load_weights` all change.
+of the optimizer's step count and of a grid of a few values of every
+weight, which training, `set_weights` and `load_weights` all change.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ import tensorflow as tf
 
 __all__ = ["StaleIndexError", "StaleIndexWarning", "weights_sample_key", "weights_sha256"]
 
-# Values of each weight `weights_sample_key` reads, evenly spaced over it.
+# About how many values of each weight `weights_sample_key` reads, strided over every axis.
 SAMPLES_PER_WEIGHT = 64
 
 
@@ -62,10 +63,12 @@ def weights_sample_key(variables: Sequence[Any], optimizer: Any = None) -> str:
 
     It hashes the optimizer's step count (every `fit` or `apply_gradients`
     step moves it, even one that updates a few rows of an embedding
-    table), each variable's dtype and shape, and up to `SAMPLES_PER_WEIGHT`
-    of its values, evenly spaced, its last one included (a dense update
-    or `set_weights` of other weights moves them). Reading the samples
-    costs a few small ops per variable, not a pass over the weights.
+    table), and each variable's dtype, shape and a grid of about
+    `SAMPLES_PER_WEIGHT` of its values, evenly strided along every axis
+    (a dense update, or `set_weights` of other weights, moves them). One
+    strided read per variable, not a pass over the weights: a change by
+    another route to values off the grid (a few rows assigned by hand)
+    goes unseen.
 
     Args:
         variables: Keras or TensorFlow variables.
@@ -79,10 +82,10 @@ def weights_sample_key(variables: Sequence[Any], optimizer: Any = None) -> str:
     if iterations is not None:
         digest.update(f"step {int(np.asarray(iterations))}".encode())
     for variable in variables:
-        flat = tf.reshape(tf.convert_to_tensor(variable), [-1])
-        size = int(flat.shape[0])
-        stride = max(1, size // SAMPLES_PER_WEIGHT)
-        sample = tf.concat([flat[::stride], flat[-1:]], axis=0).numpy()
-        digest.update(f"{sample.dtype.str}{tuple(variable.shape)}".encode())
+        shape = tuple(variable.shape)
+        per_axis = SAMPLES_PER_WEIGHT ** (1 / max(1, len(shape)))
+        grid = tuple(slice(None, None, max(1, math.ceil(n / per_axis))) for n in shape)
+        sample = np.asarray(tf.convert_to_tensor(variable)[grid])
+        digest.update(f"{sample.dtype.str}{shape}".encode())
         digest.update(np.ascontiguousarray(sample).tobytes())
     return digest.hexdigest()
