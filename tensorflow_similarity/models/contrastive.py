@@ -14,17 +14,12 @@ from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.l2_normalize import l2_normalize
+from tensorflow_similarity.models.accumulation import group_micro_batches, split_micro_batches
 from tensorflow_similarity.models.algorithms import Forward, get_algorithm
 from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
 from tensorflow_similarity.models.non_finite import fit_arguments, nan_unless_finite
 from tensorflow_similarity.models.teacher import MomentumTeacherMixin
-from tensorflow_similarity.models.view_pairs import (
-    group_micro_batches,
-    is_stacked_pair,
-    pack_view_pairs,
-    split_crops,
-    split_micro_batches,
-)
+from tensorflow_similarity.models.view_pairs import is_stacked_pair, pack_view_pairs, split_crops
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -85,6 +80,16 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
     compares samples across the batch (SimCLR, MoCo v3, Barlow Twins,
     VICReg, DINO's centre) `N` accumulated batches are not one batch `N`
     times larger: each batch's samples meet only each other.
+
+    Unlike Keras' option, a step cannot span the end of the dataset: from a
+    dataset of `B` batches an epoch takes `B // N` steps, and its last `B % N`
+    batches never train (a `UserWarning` names them; a repeated dataset with
+    `steps_per_epoch` loses none). `fit` refuses a dataset of fewer than `N`
+    batches, which would take no step, and warns that one of unknown length
+    cannot be checked. The `N` batches of a step are stacked into one tensor,
+    so they must have one size: batches of `batch(b)` without
+    `drop_remainder` are taken as long as they do, and a step whose batches
+    differ stops `fit` with an error.
 
     Metrics: `loss`, and the collapse monitors `proj_std` and `pred_std` (SimSiam):
     the per-dimension standard deviation of the L2-normalised outputs over the
@@ -319,6 +324,11 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
         values (keras-team/keras#20585), while a single tensor works under
         every strategy. The views are unpacked again in `train_step`.
 
+        With `accumulation_steps=N`, a `tf.data.Dataset`'s `B` batches are
+        grouped `N` by `N` (see the class docstring): the last `B % N` of an
+        epoch never train and are named in a `UserWarning`, and `B < N`
+        raises a `ValueError` before any work.
+
         A step whose views or weights are not finite reports a NaN loss, and
         with `stop_on_non_finite=True` (the default) a `StopOnNonFinite`
         placed before `callbacks` raises `TrainingDiverged` at the first
@@ -329,7 +339,7 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
         self._build_when_ready()
         x = pack_view_pairs(x, self._image_rank())
         if self.accumulation_steps > 1:
-            x = group_micro_batches(x, self.accumulation_steps)
+            x = group_micro_batches(x, self.accumulation_steps, _steps_per_epoch(args, kwargs))
         if self.teacher_backbone is not None:
             self._set_schedule(x, args, kwargs)
         history = super().fit(x, *args, **keywords, **kwargs)
@@ -482,6 +492,11 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
             if isinstance(config.get(key), dict):
                 config[key] = deserialize(config[key])
         return cls(**config)
+
+
+def _steps_per_epoch(args: tuple, kwargs: dict) -> int | None:
+    """`fit`'s `steps_per_epoch`, by keyword or at position 11 of the arguments after `x`."""
+    return args[11] if len(args) > 11 else kwargs.get("steps_per_epoch")
 
 
 def _add_all(a: list, b: list) -> list:

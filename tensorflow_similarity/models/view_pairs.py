@@ -30,45 +30,6 @@ def pack_view_pairs(x: Any, image_rank: int | None = None) -> Any:
     return x
 
 
-def group_micro_batches(x: Any, steps: int) -> Any:
-    """Groups `steps` consecutive batches of a dataset into one element, batch axis first.
-
-    Each element's tensors `[batch, ...]` become `[batch, steps, ...]`, so that
-    a strategy splits every one of the `steps` batches among its replicas as
-    it would split it alone; `split_micro_batches` takes them apart again.
-
-    Raises:
-        ValueError: If `x` is not a `tf.data.Dataset`, or its batches may differ
-            in size.
-    """
-    if not isinstance(x, tf.data.Dataset):
-        raise ValueError(
-            f"accumulation_steps={steps} takes its consecutive batches from a tf.data.Dataset; "
-            f"got {type(x).__name__}. Pass tf.data.Dataset.from_tensor_slices(...).batch(b, "
-            "drop_remainder=True)."
-        )
-    sizes = {spec.shape[0] for spec in tf.nest.flatten(x.element_spec)}
-    if None in sizes or len(sizes) != 1:
-        raise ValueError(
-            f"accumulation_steps={steps} needs batches of one fixed size, but the dataset's "
-            f"batch size is {sorted(sizes, key=str)} (unknown: a last, smaller batch). Batch "
-            "it with drop_remainder=True."
-        )
-
-    def batch_axis_first(*element):
-        element = element[0] if len(element) == 1 else element
-        return tf.nest.map_structure(lambda t: tf.experimental.numpy.swapaxes(t, 0, 1), element)
-
-    return x.batch(steps, drop_remainder=True).map(batch_axis_first)
-
-
-def split_micro_batches(data: Any, steps: int) -> list[Any]:
-    """Returns the `steps` batches of a `group_micro_batches` element (`[data]` for 1)."""
-    if steps == 1:
-        return [data]
-    return [tf.nest.map_structure(lambda t, i=i: t[:, i], data) for i in range(steps)]
-
-
 def split_crops(data: Any, image_rank: int | None, augmenter: Any) -> tuple[Any, Any, Any]:
     """Returns the batch's `(view1, view2, local_views)`; `local_views` is `None` without.
 
