@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from tensorflow_similarity.cli.devices import DevicePlan
 from tensorflow_similarity.cli.options import RUN_OPTIONS
-from tensorflow_similarity.visualization import neighbors_grid, project_embeddings
+from tensorflow_similarity.visualization import plot_neighbors_grid, project_embeddings
 
 # neighbours.png: this many held-out queries, each beside this many nearest neighbours.
 NEIGHBOUR_QUERIES = 8
@@ -231,11 +231,11 @@ def plot_neighbours(
 
     `among` says where the neighbours were searched, and `note` (a line
     added when not empty) anything else the title should say
-    (`visualization.neighbors_grid` draws the figure).
+    (`visualization.plot_neighbors_grid` draws the figure).
     """
     wrong = int(np.sum(np.asarray(neighbour_labels) != np.asarray(query_labels)[:, None]))
     shape = np.shape(neighbour_labels)
-    figure, _ = neighbors_grid(
+    figure, _ = plot_neighbors_grid(
         query_images,
         query_labels,
         neighbour_images,

@@ -13,7 +13,7 @@ attribute), so neither is a dependency of the rest.
 from tensorflow_similarity.visualization import projector as _projector_module  # noqa: F401
 from tensorflow_similarity.visualization.confusion_matrix import confusion_matrix
 from tensorflow_similarity.visualization.neighbors import viz_neigbors_imgs, viz_neighbors_imgs
-from tensorflow_similarity.visualization.neighbors_grid import neighbors_grid
+from tensorflow_similarity.visualization.neighbors_grid import plot_neighbors_grid
 from tensorflow_similarity.visualization.projection import (
     project_embeddings,
     projector,
@@ -23,7 +23,7 @@ from tensorflow_similarity.visualization.views import visualize_views
 
 __all__ = [
     "confusion_matrix",
-    "neighbors_grid",
+    "plot_neighbors_grid",
     "project_embeddings",
     "projector",
     "tensor2images",

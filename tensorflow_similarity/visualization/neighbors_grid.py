@@ -16,7 +16,7 @@ _WRONG_WIDTH = 4.0
 _RIGHT_WIDTH = 2.0
 
 
-def neighbors_grid(
+def plot_neighbors_grid(
     query_images: Any,
     query_labels: Any,
     neighbor_images: Any,
@@ -63,10 +63,10 @@ def neighbors_grid(
     Example:
 
     >>> import numpy as np
-    >>> from tensorflow_similarity.visualization import neighbors_grid
+    >>> from tensorflow_similarity.visualization import plot_neighbors_grid
     >>> queries = np.zeros((2, 8, 8))
     >>> neighbours = np.ones((2, 3, 8, 8))
-    >>> figure, axes = neighbors_grid(queries, [0, 1], neighbours, [[0, 1, 0], [1, 1, 0]],
+    >>> figure, axes = plot_neighbors_grid(queries, [0, 1], neighbours, [[0, 1, 0], [1, 1, 0]],
     ...                               class_names=["zero", "one"])
     >>> axes.shape
     (2, 4)
@@ -128,31 +128,31 @@ def _check_shapes(
 ) -> None:
     if queries.ndim not in (3, 4) or len(queries) == 0:
         raise ValueError(
-            f"neighbors_grid: got query_images of shape {queries.shape}; pass at least one "
+            f"plot_neighbors_grid: got query_images of shape {queries.shape}; pass at least one "
             "image, as [q, h, w] or [q, h, w, c]."
         )
     count = len(queries)
     if query_labels.shape != (count,):
         raise ValueError(
-            f"neighbors_grid: got query_labels of shape {query_labels.shape} for {count} "
+            f"plot_neighbors_grid: got query_labels of shape {query_labels.shape} for {count} "
             "query images; pass one class per query."
         )
     shape = neighbour_labels.shape
     if len(shape) != 2 or shape[0] != count or shape[1] == 0:
         raise ValueError(
-            f"neighbors_grid: got neighbor_labels of shape {neighbour_labels.shape} for "
+            f"plot_neighbors_grid: got neighbor_labels of shape {neighbour_labels.shape} for "
             f"{count} queries; pass [q, k] classes, k >= 1 neighbours per query."
         )
     expected = neighbour_labels.shape + queries.shape[1:]
     if neighbours.shape != expected:
         raise ValueError(
-            f"neighbors_grid: got neighbor_images of shape {neighbours.shape}; with "
+            f"plot_neighbors_grid: got neighbor_images of shape {neighbours.shape}; with "
             f"{count} queries of shape {queries.shape[1:]} and neighbor_labels of shape "
             f"{neighbour_labels.shape} they must be {expected}."
         )
     if distances is not None and np.shape(distances) != neighbour_labels.shape:
         raise ValueError(
-            f"neighbors_grid: got neighbor_distances of shape {np.shape(distances)}; pass "
+            f"plot_neighbors_grid: got neighbor_distances of shape {np.shape(distances)}; pass "
             f"one per neighbour, {neighbour_labels.shape}, or None."
         )
 
@@ -171,7 +171,7 @@ def _names(
         names = dict(enumerate(class_names))
     if missing:
         raise ValueError(
-            f"neighbors_grid: class_names has no name for the classes {missing}; pass a name "
+            f"plot_neighbors_grid: class_names has no name for the classes {missing}; pass a name "
             "for every class drawn, or class_names=None for the numbers."
         )
     return {label: str(names[label]) for label in labels}

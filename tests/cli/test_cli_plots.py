@@ -107,13 +107,13 @@ def test_pretrain_plot_writes_a_neighbour_grid_with_the_wrong_ones_in_red(tmp_pa
     embeddings = rng.normal(size=(20, 6)) + labels[:, None] * 0.8
     images = rng.random((20, 4, 4, 3))
     drawn = []
-    grid = report.neighbors_grid
+    grid = report.plot_neighbors_grid
 
     def recording_grid(*args, **kwargs):
         drawn.append((args, grid(*args, **kwargs)))
         return drawn[-1][1]
 
-    monkeypatch.setattr(report, "neighbors_grid", recording_grid)
+    monkeypatch.setattr(report, "plot_neighbors_grid", recording_grid)
     pretrain_report.plot(
         tmp_path, RECORDS, 0.2, 0.3, images, embeddings, labels, list("abcd"), seed=1
     )

@@ -1,4 +1,4 @@
-"""`neighbors_grid`: one row per query, wrong neighbours framed in red, right ones in green."""
+"""`plot_neighbors_grid`: one row per query, wrong neighbours framed in red, right ones in green."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import matplotlib.colors
 import numpy as np
 import pytest
 
-from tensorflow_similarity.visualization import neighbors_grid
+from tensorflow_similarity.visualization import plot_neighbors_grid
 
 RED = matplotlib.colors.to_rgba("red")
 GREEN = matplotlib.colors.to_rgba("green")
@@ -22,7 +22,7 @@ def test_wrong_neighbours_have_red_frames_right_ones_green():
     query_labels = np.array([0, 1, 2, 1])
     neighbour_labels = rng.integers(0, 3, size=(4, 5))
     neighbours = rng.random((4, 5, 6, 6, 3))
-    figure, axes = neighbors_grid(
+    figure, axes = plot_neighbors_grid(
         queries, query_labels, neighbours, neighbour_labels, class_names=["a", "b", "c"]
     )
     assert axes.shape == (4, 6)
@@ -48,7 +48,7 @@ def test_wrong_neighbours_have_red_frames_right_ones_green():
 
 
 def test_distances_and_grey_images_in_0_255():
-    figure, axes = neighbors_grid(
+    figure, axes = plot_neighbors_grid(
         np.full((1, 5, 5, 1), 255.0),
         [7],
         np.zeros((1, 2, 5, 5, 1)),
@@ -81,4 +81,4 @@ def test_bad_input_is_named(change, message):
         **change,
     }
     with pytest.raises(ValueError, match=message):
-        neighbors_grid(**arguments)
+        plot_neighbors_grid(**arguments)
