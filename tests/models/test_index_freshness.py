@@ -11,10 +11,16 @@ import pytest
 
 from tensorflow_similarity.indexer._metadata import METADATA_FILE, metadata_digest
 from tensorflow_similarity.losses import MultiSimilarityLoss
-from tensorflow_similarity.models import SimilarityModel, create_contrastive_model, index_mixin
+from tensorflow_similarity.models import (
+    SimilarityModel,
+    create_contrastive_model,
+    index_lookup_mixin,
+    index_mixin,
+)
 from tensorflow_similarity.models.index_fingerprint import (
     StaleIndexError,
     StaleIndexWarning,
+    weights_sample_key,
     weights_sha256,
 )
 from tensorflow_similarity.retrieval_metrics import RecallAtK
@@ -179,3 +185,32 @@ def test_an_empty_batch_has_no_lookups_and_no_metrics():
     ):
         with pytest.raises(ValueError, match=f"{verb} needs at least one query example"):
             call()
+
+
+def test_lookups_reuse_the_fingerprint_until_the_sample_key_changes(monkeypatch):
+    model = _model()
+    x, y = _data()
+    model.index(x, y, verbose=0)
+    hashed = []
+    original = index_lookup_mixin.weights_sha256
+    monkeypatch.setattr(
+        index_lookup_mixin, "weights_sha256", lambda v: hashed.append(1) or original(v)
+    )
+    model.lookup(x[:2], k=1, verbose=0)
+    model.single_lookup(x[0], k=1)
+    assert hashed == []
+    model.optimizer.iterations.assign_add(1)  # a step that moved no sampled value
+    model.lookup(x[:2], k=1, verbose=0)
+    assert hashed == [1]
+
+
+def test_the_sample_key_sees_a_strided_value_and_the_optimizer_step():
+    variable = keras.Variable(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    optimizer = keras.optimizers.SGD()
+    key = weights_sample_key([variable], optimizer)
+    assert weights_sample_key([variable], optimizer) == key
+    variable.assign(variable.numpy() + np.eye(1, 24).reshape(2, 3, 4).astype(np.float32))
+    moved = weights_sample_key([variable], optimizer)
+    assert moved != key
+    optimizer.iterations.assign_add(1)
+    assert weights_sample_key([variable], optimizer) != moved
