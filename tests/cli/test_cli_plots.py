@@ -154,3 +154,12 @@ def test_metric_queries_are_half_seen_half_unseen():
     assert (labels[rows[:4]] < 6).all() and (labels[rows[4:]] >= 6).all()
     rows, seen = metric_report.neighbour_queries(labels, train_classes=10, seed=0)
     assert seen == len(rows) == report.NEIGHBOUR_QUERIES
+
+
+def test_one_held_out_image_has_no_neighbour_grid_and_says_so(tmp_path):
+    with pytest.warns(UserWarning, match="neighbours.png is not written"):
+        pretrain_report.plot(
+            tmp_path, RECORDS, 0.2, 0.3, np.zeros((1, 4, 4, 3)), np.ones((1, 3)), [0], ["a"], 0
+        )
+    assert not (tmp_path / "neighbours.png").exists()
+    assert (tmp_path / "embeddings.png").is_file()
