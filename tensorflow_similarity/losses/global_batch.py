@@ -66,10 +66,10 @@ class GlobalBatchLoss(keras.losses.Loss):
     Subclasses implement `check_inputs` (static checks; the default checks two
     `[batch, features]` views of one shape) and `call(y_true, y_pred)`,
     returning this replica's `[n_k]` terms, or the global scalar for a loss
-    of batch statistics. They set the class attribute `min_batch_size`, the
-    smallest global batch their formula is defined for (checked statically
-    on one device, at run time after gathering under a strategy, with
-    `check_global_batch`). A subclass is tested with
+    of batch statistics; any other shape is refused (`check_result`). They
+    set the class attribute `min_batch_size`, the smallest global batch
+    their formula is defined for (checked statically on one device, at run
+    time after gathering under a strategy, with `check_global_batch`). A subclass is tested with
     `tensorflow_similarity.testing.assert_replica_parity`, which compares one
     device with 2, 4 and 8 replicas holding different data.
 
@@ -84,7 +84,9 @@ class GlobalBatchLoss(keras.losses.Loss):
 
     Raises:
         ValueError: For an unknown reduction, `"none"` on a loss of batch
-            statistics, or (when called) `sample_weight`.
+            statistics, or (when called) `sample_weight`, or a subclass's
+            `call` returning other than `[n]` terms (a scalar for a loss of
+            batch statistics).
 
     Example:
 
@@ -135,7 +137,80 @@ class GlobalBatchLoss(keras.losses.Loss):
             )
         with keras.name_scope(self.name):
             y_true, y_pred = self.check_inputs(y_true, y_pred)
-            return self.reduce(self.call(y_true, y_pred), tf.shape(y_pred)[0])
+            result = self.check_result(self.call(y_true, y_pred), y_pred)
+            return self.reduce(result, tf.shape(y_pred)[0])
+
+    def check_result(self, result: Any, y_pred: tf.Tensor) -> tf.Tensor:
+        """Checks that `call` returned the shape of the contract; returns it as a tensor.
+
+        A loss of per-sample terms must return `[n]`, one term per row of
+        `y_pred` (this replica's batch); a loss of batch statistics a scalar.
+        Any other shape would be reduced into a wrong value (`"sum"` of a
+        mean is the mean; `[n, 2]` terms count each sample twice), so it is
+        refused: statically when the trace knows the shapes, otherwise by a
+        run-time check that gates the result.
+
+        Args:
+            result: What `call` returned.
+            y_pred: The checked `y_pred`, whose first dimension is the batch.
+
+        Returns:
+            `result` as a tensor, gated on the run-time check when its shape
+            was not known statically.
+
+        Raises:
+            ValueError: Naming the subclass, the shape returned and the
+                shape expected, when the static shapes disagree.
+            tf.errors.InvalidArgumentError: The same, at run time.
+        """
+        result = tf.convert_to_tensor(result)
+        name = type(self).__name__
+        if not self.per_sample_terms:
+            if result.shape.rank is not None and result.shape.rank != 0:
+                raise ValueError(
+                    f"{name}.call returned a tensor of shape {result.shape}, and a loss of "
+                    "batch statistics (per_sample_terms = False) must return the global "
+                    "scalar, of shape []. Reduce it to one value inside call."
+                )
+            if result.shape.rank is not None:
+                return result
+            valid = tf.equal(tf.rank(result), 0)
+            expected = "[]"
+        else:
+            batch = y_pred.shape[0]
+            rank = result.shape.rank
+            if rank is not None and (
+                rank != 1
+                or (batch is not None and result.shape[0] is not None and result.shape[0] != batch)
+            ):
+                raise ValueError(self._terms_message(result.shape, batch))
+            if rank == 1 and result.shape[0] is not None and batch is not None:
+                return result
+            valid = tf.logical_and(
+                tf.equal(tf.rank(result), 1), tf.equal(tf.size(result), tf.shape(y_pred)[0])
+            )
+            expected = "[n], n being this replica's batch size"
+        check = tf.debugging.Assert(
+            valid,
+            [
+                f"{name}.call returned a tensor of shape",
+                tf.shape(result),
+                f"and the GlobalBatchLoss contract expects {expected}.",
+            ],
+        )
+        with tf.control_dependencies([check] if check is not None else []):
+            return tf.identity(result)
+
+    def _terms_message(self, shape: Any, batch: Any) -> str:
+        size = "n" if batch is None else str(batch)
+        return (
+            f"{type(self).__name__}.call returned a tensor of shape {shape}, and a loss of "
+            f"per-sample terms must return one term per sample of this replica's batch, of "
+            f"shape [n] = [{size}]. Return the per-sample terms (reduce any other axis "
+            "inside call, and leave the mean over the batch to the reduction); a loss that "
+            "is a statistic of the whole batch sets per_sample_terms = False and returns "
+            "a scalar."
+        )
 
     def reduce(self, result: tf.Tensor, local_batch: tf.Tensor) -> tf.Tensor:
         """Applies the reduction to what `call` returned.

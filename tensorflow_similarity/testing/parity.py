@@ -117,10 +117,17 @@ def replica_parity(
 
     Returns:
         One `Parity` per number of replicas.
+
+    Raises:
+        ValueError: When the one-device value is not a scalar, or for
+            `reduction="none"` not `[batch]` (one term per row): values of
+            another shape could concatenate to the one-device value and
+            still break the contract.
     """
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     differentiable = np.issubdtype(y_true.dtype, np.floating)
     reference = _one_device(_copy(loss), y_true, y_pred, differentiable)
+    _check_value_shape(loss, reference[0], len(y_pred))
     scale = max(float(np.max(np.abs(r))) if np.size(r) else 0.0 for r in reference)
     results = []
     for k in replicas:
@@ -178,6 +185,18 @@ def assert_replica_parity(
                 f"(tolerance {tolerance:.3g})."
             )
     return results
+
+
+def _check_value_shape(loss: keras.losses.Loss, value: np.ndarray, batch: int) -> None:
+    per_sample = getattr(loss, "reduction", None) in (None, "none")
+    expected = (batch,) if per_sample else ()
+    if np.shape(value) != expected:
+        raise ValueError(
+            f"{type(loss).__name__} returned a value of shape {list(np.shape(value))} on one "
+            f"device for a batch of {batch}, and its reduction "
+            f"{getattr(loss, 'reduction', None)!r} must give shape {list(expected)}"
+            f"{' (one term per sample)' if per_sample else ' (a scalar)'}."
+        )
 
 
 def _copy(loss: keras.losses.Loss) -> keras.losses.Loss:

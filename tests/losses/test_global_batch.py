@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.losses import Barlow, SimCLRLoss, SimSiamLoss, VicReg
+from tensorflow_similarity.losses import Barlow, GlobalBatchLoss, SimCLRLoss, SimSiamLoss, VicReg
+from tensorflow_similarity.testing import assert_replica_parity
 from tests.distributed import mirrored_strategy
 
 IN_DIM, OUT_DIM = 3, 4
@@ -168,3 +169,92 @@ def test_rejects_sample_weight_and_unknown_reductions():
             loss(*_views(), sample_weight=np.ones(6))
         with pytest.raises(ValueError, match="reduction"):
             type(loss)(reduction="max")
+
+
+def _per_sample(shape_of):
+    """A loss of per-sample terms whose `call` returns `shape_of(z)`-shaped terms."""
+
+    class Terms(GlobalBatchLoss):
+        def call(self, y_true, y_pred):
+            terms = tf.reduce_sum((y_true - y_pred) ** 2, axis=1)
+            return shape_of(terms)
+
+    return Terms
+
+
+BAD_TERMS = {
+    "n_by_2": lambda t: tf.stack([t, t], axis=1),
+    "n_by_1": lambda t: t[:, None],
+    "scalar": tf.reduce_mean,
+    "one": lambda t: tf.reduce_mean(t, keepdims=True),
+    "n_minus_1": lambda t: t[1:],
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_TERMS))
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "sum", "none"])
+def test_rejects_terms_of_another_shape_than_the_batch(bad, reduction):
+    loss = _per_sample(BAD_TERMS[bad])(reduction=reduction)
+
+    with pytest.raises(ValueError, match=r"Terms.call returned a tensor of shape .* \[n\] = \[6\]"):
+        loss(*_views())
+
+
+# Shapes a trace leaves unknown: a length beside an unknown batch, and no rank at all.
+UNKNOWN_TERMS = {
+    "n_minus_1": lambda t: t[1:],
+    "unknown_rank_n_by_2": lambda t: tf.py_function(
+        lambda a: tf.stack([a, a], axis=1), [t], tf.float32
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(UNKNOWN_TERMS))
+def test_rejects_terms_of_another_shape_at_run_time(bad):
+    loss = _per_sample(UNKNOWN_TERMS[bad])(reduction="sum")
+    spec = tf.TensorSpec((None, 4), tf.float32)
+    compute = tf.function(loss, input_signature=[spec, spec])
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Terms.call returned .* \[n\]"):
+        compute(*_views())
+
+
+def test_terms_of_the_batch_pass_the_shape_check_when_unknown():
+    loss = _per_sample(lambda t: t)(reduction="sum")
+    spec = tf.TensorSpec((None, 4), tf.float32)
+    z1, z2 = _views()
+
+    got = tf.function(loss, input_signature=[spec, spec])(z1, z2)
+
+    np.testing.assert_allclose(got.numpy(), np.sum((z1 - z2) ** 2), rtol=1e-6)
+
+
+def test_rejects_terms_from_a_loss_of_batch_statistics():
+    class Statistic(GlobalBatchLoss):
+        per_sample_terms = False
+
+        def call(self, y_true, y_pred):
+            return tf.reduce_sum((y_true - y_pred) ** 2, axis=1)
+
+    with pytest.raises(ValueError, match=r"Statistic.call returned .* must return the global"):
+        Statistic()(*_views())
+
+
+@pytest.mark.parametrize("bad", ["n_by_2", "n_by_1"])
+def test_replica_parity_fails_terms_of_another_shape(bad):
+    loss = _per_sample(BAD_TERMS[bad])(reduction="none", dtype="float64")
+    z1, z2 = (z.astype("float64") for z in _views(shape=(8, 4)))
+
+    with pytest.raises(ValueError, match=r"Terms.call returned a tensor of shape"):
+        assert_replica_parity(loss, z1, z2, replicas=(2,))
+
+
+def test_replica_parity_fails_a_keras_loss_without_one_term_per_sample():
+    class Unreduced(keras.losses.Loss):
+        def call(self, y_true, y_pred):
+            return (y_true - y_pred) ** 2
+
+    z1, z2 = (z.astype("float64") for z in _views(shape=(8, 4)))
+
+    with pytest.raises(ValueError, match=r"Unreduced returned a value of shape \[8, 4\]"):
+        assert_replica_parity(Unreduced(reduction="none"), z1, z2, replicas=(2,))
