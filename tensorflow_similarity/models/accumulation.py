@@ -115,8 +115,9 @@ def _check_batch_count(batches: int, steps: int, steps_per_epoch: int | None) ->
     every_epoch = "" if steps_per_epoch else ", in every epoch"
     warnings.warn(
         f"The dataset has {batches} batches{'' if steps_per_epoch else ' per epoch'} and "
-        f"accumulation_steps={steps}: fit takes {batches // steps} optimizer steps of {steps} "
-        f"batches from it, and the last {left} batch{'es' if left > 1 else ''} ({which}) never "
+        f"accumulation_steps={steps}: fit takes {batches // steps} optimizer "
+        f"step{'s' if batches // steps > 1 else ''} of {steps} batches from it, and the last "
+        f"{left} batch{'es' if left > 1 else ''} ({which}) never "
         f"train{'s' if left == 1 else ''}{every_epoch}. An optimizer step runs its batches in one "
         "training step, so it cannot carry them into the next epoch as Keras' "
         f"gradient_accumulation_steps does. Give the dataset a multiple of {steps} batches, "
