@@ -17,6 +17,11 @@ A task lost during training (killed, its machine gone) makes the collectives
 of every other task fail with a TensorFlow error naming the peer;
 `report_lost_task` turns it into `tfsim: error:` naming the task, the backup
 every worker keeps and the `--resume` command.
+
+`TF_CONFIG` is read in one place, `read_tf_config`, which checks all of it
+(the jobs, each address's port, the task's type and index) and refuses a
+malformed one with a message that quotes it; `devices.is_chief_process`
+calls it before a run does any work.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tensorflow_similarity.cli.errors import EXIT_CLUSTER, ClusterError
+from tensorflow_similarity.cli.errors import EXIT_CLUSTER, ClusterError, UsageError
 
 # The TensorFlow errors a collective ends in when a peer is gone.
 _PEER_ERRORS = (
@@ -68,26 +73,135 @@ class Task:
         return self.address.rpartition(":")[0].strip("[]")
 
 
+# The jobs of a cluster tfsim trains on, in the order of their tasks.
+_JOBS = ("chief", "worker")
+_EXAMPLE = (
+    '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}'
+)
+
+
+def _bad_tf_config(raw: str, what: str) -> UsageError:
+    return UsageError(
+        f'TF_CONFIG {raw} is not valid: {what}. It must be JSON like {_EXAMPLE} (a "chief" '
+        'job of one address may come first), the same "cluster" on every task, and each '
+        'task its own "task".'
+    )
+
+
+def _check_address(raw: str, job: str, index: int, address: object) -> str:
+    where = f'"{job}" address {index}'
+    if not isinstance(address, str):
+        raise _bad_tf_config(raw, f'{where} is {json.dumps(address)}, not a "host:port" string')
+    host, colon, port = address.rpartition(":")
+    if not colon or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _bad_tf_config(
+            raw, f'{where}, {address!r}, is not "host:port" with a port from 1 to 65535'
+        )
+    return address
+
+
+def read_tf_config() -> tuple[list[Task], Task] | None:
+    """The cluster of `TF_CONFIG` and this process's task, checked; `None` if it is unset.
+
+    Returns:
+        `(tasks, own)`: the tasks that train (the chief, if any, then the
+        workers) and this process's own, or `None` if `TF_CONFIG` is unset
+        or empty (one worker alone).
+
+    Raises:
+        UsageError: Quoting `TF_CONFIG`, if it is not a JSON object with a
+            `"cluster"` of `"chief"` (one address) and `"worker"` lists of
+            `"host:port"` strings, all different, and a `"task"` whose
+            `"type"` is one of its jobs and whose `"index"` is a whole
+            number within that job's list.
+
+    Example:
+
+    >>> import json, os
+    >>> from unittest import mock
+    >>> cluster = {"worker": ["a:2222", "b:2222"]}
+    >>> config = {"cluster": cluster, "task": {"type": "worker", "index": 1}}
+    >>> with mock.patch.dict(os.environ, {"TF_CONFIG": json.dumps(config)}):
+    ...     tasks, own = read_tf_config()
+    >>> len(tasks), str(own)
+    (2, 'worker 1 (b:2222)')
+    """
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw.strip():
+        return None
+    try:
+        config = json.loads(raw)
+    except ValueError as error:
+        raise _bad_tf_config(raw, f"it is not JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise _bad_tf_config(raw, "it is not a JSON object")
+    cluster = config.get("cluster")
+    if not isinstance(cluster, dict) or not cluster:
+        raise _bad_tf_config(raw, 'it has no "cluster" object naming the tasks\' addresses')
+    other = [job for job in cluster if job not in _JOBS]
+    if other:
+        raise _bad_tf_config(
+            raw, f'tfsim trains with "chief" and "worker" tasks only, not {other[0]!r}'
+        )
+    tasks = []
+    for job in (job for job in _JOBS if job in cluster):
+        addresses = cluster[job]
+        if not isinstance(addresses, list) or not addresses:
+            shown = json.dumps(addresses)
+            fix = f" (write [{shown}])" if isinstance(addresses, str) else ""
+            raise _bad_tf_config(
+                raw, f'"{job}" is {shown}, not a list of "host:port" addresses{fix}'
+            )
+        if job == "chief" and len(addresses) != 1:
+            raise _bad_tf_config(raw, f'"chief" lists {len(addresses)} addresses, not one')
+        tasks += [
+            Task(job, index, _check_address(raw, job, index, address))
+            for index, address in enumerate(addresses)
+        ]
+    seen: dict[str, Task] = {}
+    for task in tasks:
+        if task.address in seen:
+            raise _bad_tf_config(
+                raw, f"{seen[task.address]} and {task.job} {task.index} share one address"
+            )
+        seen[task.address] = task
+    task = config.get("task")
+    if not isinstance(task, dict):
+        raise _bad_tf_config(raw, 'it has no "task" object saying which task this one is')
+    job, index = task.get("type"), task.get("index")
+    if job not in cluster:
+        raise _bad_tf_config(
+            raw,
+            f'"task" "type" {json.dumps(job)} is not a job of its "cluster" '
+            f"({', '.join(json.dumps(j) for j in cluster)})",
+        )
+    if isinstance(index, str) and index.isdigit():
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise _bad_tf_config(raw, f'"task" "index" {json.dumps(index)} is not a whole number')
+    count = len(cluster[job])
+    if not 0 <= index < count:
+        raise _bad_tf_config(
+            raw,
+            f'"task" "index" {index} is not one of the {count} "{job}" tasks (0 to {count - 1})',
+        )
+    own = next(t for t in tasks if (t.job, t.index) == (job, index))
+    return tasks, own
+
+
 def cluster_tasks() -> tuple[list[Task], Task | None]:
     """The tasks of `TF_CONFIG`'s cluster that train, and this process's own task.
 
     Returns:
         `(tasks, own)`: the chief (if any) then the workers, and this
-        process's task (`None` without a valid `TF_CONFIG`).
+        process's task; `([], None)` without a valid `TF_CONFIG`
+        (`read_tf_config` refuses one before a run starts).
     """
     try:
-        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-        cluster = config.get("cluster", {})
-        tasks = [
-            Task(job, index, str(address))
-            for job in ("chief", "worker")
-            for index, address in enumerate(cluster.get(job, []))
-        ]
-        own_job, own_index = config["task"]["type"], int(config["task"]["index"])
-    except (ValueError, KeyError, TypeError, AttributeError):
+        config = read_tf_config()
+    except UsageError:
         return [], None
-    own = next((t for t in tasks if (t.job, t.index) == (own_job, own_index)), None)
-    return tasks, own
+    return config if config is not None else ([], None)
 
 
 def _digest(tasks: list[Task]) -> str:

@@ -8,14 +8,12 @@ the plan is made from the physical devices and the options alone, and
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import tensorflow as tf
 
-from tensorflow_similarity.cli.cluster import wait_for_cluster
+from tensorflow_similarity.cli.cluster import cluster_tasks, read_tf_config, wait_for_cluster
 from tensorflow_similarity.cli.defaults import DEFAULT_CPU_REPLICAS, DEFAULT_WORKER_TIMEOUT
 from tensorflow_similarity.cli.errors import UsageError
 
@@ -85,21 +83,8 @@ def plan_devices(strategy: str, replicas: int | None) -> DevicePlan:
 
 
 def _tf_config_workers() -> int:
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return 1
-    try:
-        config = json.loads(raw)
-        workers = config.get("cluster", {}).get("worker", [])
-        config.get("task", {})["index"]
-    except (ValueError, AttributeError, KeyError, TypeError):
-        raise UsageError(
-            "TF_CONFIG is not valid: it must be JSON like "
-            '{"cluster": {"worker": ["host1:port", "host2:port"]}, '
-            '"task": {"type": "worker", "index": 0}}.'
-        ) from None
-    chief = config.get("cluster", {}).get("chief", [])
-    return max(len(workers) + len(chief), 1)
+    config = read_tf_config()
+    return 1 if config is None else len(config[0])
 
 
 def check_replicas(args: argparse.Namespace, replicas: int) -> None:
@@ -182,19 +167,16 @@ def is_chief_process(strategy: str) -> bool:
     """
     if strategy != "multi-worker":
         return True
-    try:
-        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-        task_type, index = config["task"]["type"], int(config["task"]["index"])
-    except (ValueError, KeyError, TypeError):
+    config = read_tf_config()
+    if config is None:
         return True
-    return task_type == "chief" or (
-        task_type == "worker" and index == 0 and not config.get("cluster", {}).get("chief")
+    tasks, own = config
+    return own.job == "chief" or (
+        own.job == "worker" and own.index == 0 and not any(t.job == "chief" for t in tasks)
     )
 
 
 def task_index() -> int:
     """This worker's index in `TF_CONFIG`, 0 outside a cluster."""
-    try:
-        return int(json.loads(os.environ.get("TF_CONFIG", "{}"))["task"]["index"])
-    except (ValueError, KeyError, TypeError):
-        return 0
+    _, own = cluster_tasks()
+    return own.index if own is not None else 0

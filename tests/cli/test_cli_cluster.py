@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.cli import cluster, main
+from tensorflow_similarity.cli import cluster, devices, main
 from tensorflow_similarity.cli.errors import EXIT_CLUSTER
 from tensorflow_similarity.cli.run_lock import LOCK_FILE
 from tensorflow_similarity.testing.local_cluster import free_ports
@@ -216,3 +217,69 @@ def test_a_lost_worker_ends_the_other_with_the_resume_command_and_the_run_resume
     history = json.loads((output / "history.json").read_text())
     assert [record["epoch"] for record in history["epochs"]] == [1, 2, 3]
     assert (output / "model.keras").is_file()
+
+
+TWO_WORKERS = '{"cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": '
+
+
+@pytest.mark.parametrize(
+    "tf_config_text, message",
+    [
+        (
+            '{"cluster": {"worker": "127.0.0.1:2222"}, "task": {"type": "worker", "index": 0}}',
+            r'"worker" is "127.0.0.1:2222", not a list of "host:port" addresses '
+            r'\(write \["127.0.0.1:2222"\]\)',
+        ),
+        (
+            TWO_WORKERS + '{"type": "worker", "index": 2}}',
+            r'"task" "index" 2 is not one of the 2 "worker" tasks \(0 to 1\)',
+        ),
+        (
+            TWO_WORKERS + '{"type": "worker", "index": "zero"}}',
+            r'"task" "index" "zero" is not a whole number',
+        ),
+        (
+            TWO_WORKERS + '{"type": "chief", "index": 0}}',
+            r'"task" "type" "chief" is not a job of its "cluster" \("worker"\)',
+        ),
+        (
+            '{"cluster": {"worker": ["127.0.0.1"]}, "task": {"type": "worker", "index": 0}}',
+            r'"worker" address 0, \'127.0.0.1\', is not "host:port" with a port',
+        ),
+        ("{'cluster': {}}", r"it is not JSON"),
+    ],
+    ids=["worker-string", "index-out-of-range", "index-word", "no-chief", "no-port", "json"],
+)
+def test_a_malformed_tf_config_is_refused_quoting_it_before_any_work(
+    tmp_path, monkeypatch, capsys, tf_config_text, message
+):
+    from tensorflow_similarity.cli import command
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("loaded data with a malformed TF_CONFIG")
+
+    monkeypatch.setattr(command, "load_data", no_work)
+    monkeypatch.setenv("TF_CONFIG", tf_config_text)
+    output = tmp_path / "out"
+    argv = ["pretrain", *TINY, "--strategy", "multi-worker", "--output", str(output)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"tfsim: error: TF_CONFIG {tf_config_text} is not valid: ")
+    assert re.search(message, error), error
+    assert not output.exists()
+
+
+def test_a_valid_tf_config_names_the_chief_and_each_task(monkeypatch):
+    cluster_spec = {"chief": ["[::1]:2220"], "worker": ["127.0.0.1:2221"]}
+    for task, chief, index in [("chief", True, 0), ("worker", False, 0)]:
+        config = {"cluster": cluster_spec, "task": {"type": task, "index": "0"}}
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        tasks, own = cluster.read_tf_config()
+        assert [str(t) for t in tasks] == ["chief 0 ([::1]:2220)", "worker 0 (127.0.0.1:2221)"]
+        assert (own.job, devices.is_chief_process("multi-worker"), devices.task_index()) == (
+            task,
+            chief,
+            index,
+        )
+    monkeypatch.delenv("TF_CONFIG")
+    assert cluster.read_tf_config() is None and devices.is_chief_process("multi-worker")
