@@ -106,6 +106,7 @@ def test_the_warning_counts_the_batches_left_out_of_each_epoch():
         group_micro_batches(ten, 4, steps_per_epoch=1)
     (message,) = accumulation_warnings(record)
     assert "10 batches and accumulation_steps=4" in message
+    assert "fit takes 2 optimizer steps of 4 batches" in message
     assert "the last 2 batches (batches 9 to 10) never train." in message
 
 
