@@ -13,6 +13,7 @@ from tensorflow_similarity._validation import check_int, check_number
 from tensorflow_similarity.evaluators.linear_classifier import (
     class_indices,
     fit_linear_classifier,
+    standardise,
     top_k_accuracy,
 )
 
@@ -178,13 +179,11 @@ class OnlineLinearProbe(keras.callbacks.Callback):
                 f"OnlineLinearProbe: the features have {train_x.shape[1]} dimensions, the head "
                 f"was made for {self.kernel.shape[0]}. Use one embedding network throughout."
             )
-        mean = train_x.mean(axis=0)
-        std = train_x.std(axis=0)
-        std = np.where(std > 0, std, 1.0)
+        train_x, val_x = standardise(train_x, val_x)
         train_classes = class_indices(self.classes, train_y)
         known = train_classes >= 0
         self.kernel, self.bias = fit_linear_classifier(
-            ((train_x[known] - mean) / std).astype(np.float32),
+            train_x[known],
             train_classes[known],
             num_classes=len(self.classes),
             learning_rate=self.learning_rate,
@@ -197,7 +196,7 @@ class OnlineLinearProbe(keras.callbacks.Callback):
         )
         self.evaluations += 1
         return top_k_accuracy(
-            ((val_x - mean) / std).astype(np.float32),
+            val_x,
             class_indices(self.classes, val_y),
             self.kernel,
             self.bias,

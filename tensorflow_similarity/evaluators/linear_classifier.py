@@ -138,14 +138,48 @@ def top_k_accuracy(
 
 
 def standardise(fit: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both arrays standardised with `fit`'s mean and standard deviation (1 where it is 0)."""
+    """Both arrays standardised with `fit`'s per-feature mean and standard deviation.
+
+    A feature constant over `fit` is only centred. The statistics are taken
+    in float64 on the features divided by their largest magnitude over
+    `fit`, so they cannot overflow however large the features are: features
+    scaled by any positive factor (1e300 included) standardise alike. The
+    results are float32, the classifier's dtype.
+
+    Args:
+        fit: `[num_fit, dim]` features whose statistics are used.
+        other: `[num_other, dim]` features standardised with them.
+
+    Returns:
+        `(fit, other)` standardised, float32.
+
+    Raises:
+        ValueError: When a standardised value of `other` lies beyond float32's
+            range (a feature more than ~3e38 of `fit`'s standard deviations
+            from its mean), which the classifier could only turn into an
+            infinite or NaN score.
+    """
+    fit = np.asarray(fit, np.float64)
+    other = np.asarray(other, np.float64)
+    scale = np.max(np.abs(fit), axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    fit, other = fit / scale, other / scale
     mean = fit.mean(axis=0)
     std = fit.std(axis=0)
     std = np.where(std > 0, std, 1.0)
-    return (
-        ((fit - mean) / std).astype(np.float32),
-        ((other - mean) / std).astype(np.float32),
-    )
+    fit, other = (fit - mean) / std, (other - mean) / std
+    limit = np.finfo(np.float32).max
+    beyond = ~(np.abs(other) <= limit)
+    if beyond.any():
+        row, column = np.argwhere(beyond)[0]
+        raise ValueError(
+            f"linear_probe: feature {column} of scored example {row} lies "
+            f"{abs(other[row, column]):.3g} standard deviations from the mean of the "
+            "examples the classifier is trained on, beyond float32's range. Check the "
+            "features (a backbone that diverged, or train and test features of different "
+            "scales)."
+        )
+    return fit.astype(np.float32), other.astype(np.float32)
 
 
 def class_indices(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:

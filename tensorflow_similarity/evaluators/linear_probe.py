@@ -154,7 +154,9 @@ def linear_probe_on_features(
        `validation_fraction` of each class's training examples is held out.
     2. Features are standardised (zero mean, unit variance per dimension;
        constant dimensions are only centred) with the statistics of the part
-       the classifier is trained on, never of the part it is scored on.
+       the classifier is trained on, never of the part it is scored on. The
+       statistics are taken on each dimension divided by its largest
+       magnitude, so features of any scale (1e300 as 1) standardise alike.
     3. For each learning rate of the grid, a softmax regression
        (`logits = features @ kernel + bias`, zero-initialised, mean
        cross-entropy plus `weight_decay / 2 * ||kernel||^2`) is trained on the
@@ -196,9 +198,10 @@ def linear_probe_on_features(
         ValueError: For features that are not at least 2-D with one row per
             label, train and test features of different dimensions, labels that
             are not 1-D integers, fewer than two training classes, `top_k`
-            larger than the number of classes, an argument out of range, or a
+            larger than the number of classes, an argument out of range, a
             training split too small to hold out a part of at least two
-            classes' examples.
+            classes' examples, or a scored feature so far from the training
+            features that, standardised, it exceeds float32's range.
 
     Example:
 

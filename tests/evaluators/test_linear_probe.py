@@ -226,3 +226,31 @@ def test_bad_features_and_backbones():
         linear_probe_on_features(train[:3], np.array([0, 1, 1]), train, labels, top_k=2)
     with pytest.raises(ValueError, match="one tensor"):
         linear_probe(lambda x: (x, x), train, labels, train, labels, top_k=2)
+
+
+@pytest.mark.parametrize("factor", [1e300, 1e-300])
+def test_huge_and_tiny_features_give_the_accuracy_of_unit_ones(factor):
+    train, train_labels = separable(120, num_classes=4, dim=8, seed=0)
+    test, test_labels = separable(60, num_classes=4, dim=8, seed=1)
+    train, test = train.astype("float64"), test.astype("float64")
+    protocol = dict(epochs=5, learning_rates=(0.03, 0.3), top_k=2)
+
+    unit = linear_probe_on_features(train, train_labels, test, test_labels, **protocol)
+    with np.errstate(over="raise", invalid="raise"):  # Not even a warning of overflow.
+        scaled = linear_probe_on_features(
+            train * factor, train_labels, test * factor, test_labels, **protocol
+        )
+
+    # Far above the chance of 4 classes, so that the comparison means something.
+    assert unit.top1_accuracy > 0.9
+    assert scaled == unit
+
+
+def test_scored_features_beyond_float32_after_standardising_are_an_error():
+    train, train_labels = noisy(40, seed=0)
+    test, test_labels = noisy(20, seed=1)
+    test = test.astype("float64")
+    test[3, 5] = 1e300
+
+    with pytest.raises(ValueError, match="feature 5 of scored example 3 lies .* beyond float32"):
+        linear_probe_on_features(train, train_labels, test, test_labels, epochs=1, top_k=2)
