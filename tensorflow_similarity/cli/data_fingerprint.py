@@ -58,6 +58,9 @@ def data_fingerprint(spec: str, files: list[Path] | None, image_size: int) -> di
     Returns:
         `{"version", "source", "image_size", ...}` with `"files"` (path:
         `[size, sha256]`) for a folder, `"packages"` (name: version) else.
+
+    Raises:
+        UsageError: If an image file cannot be read, naming it.
     """
     fingerprint: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,
@@ -74,10 +77,26 @@ def data_fingerprint(spec: str, files: list[Path] | None, image_size: int) -> di
     fingerprint["files"] = {
         path.resolve().relative_to(root).as_posix()
         if path.resolve().is_relative_to(root)
-        else str(path): [path.stat().st_size, _sha256(path)]
+        else str(path): _size_and_hash(path)
         for path in files
     }
     return fingerprint
+
+
+def _size_and_hash(path: Path) -> list[Any]:
+    """`[size, sha256]` of an image file of `--data`.
+
+    Raises:
+        UsageError: If the file cannot be read, naming it.
+    """
+    try:
+        return [path.stat().st_size, _sha256(path)]
+    except OSError as error:
+        raise UsageError(
+            f"cannot read image {str(path)!r} of --data ({error.strerror or error}): a damaged "
+            "file or disk, or one removed while tfsim read the folder. Check the disk, and "
+            "replace or remove the file."
+        ) from None
 
 
 def _listed(names: list[str], limit: int = 3) -> str:

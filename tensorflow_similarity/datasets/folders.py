@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,16 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
 def image_files(folder: Path) -> list[Path]:
     """The image files of `folder`'s class sub-folders, sorted by class then name.
 
+    An image is a file whose name ends in one of `IMAGE_EXTENSIONS` and does
+    not start with a dot; a link to one counts as one. Anything else under
+    such a name (a link to a missing file, a FIFO, a socket, a folder) is
+    refused, naming it, rather than skipped: a FIFO would block its reader,
+    and a skipped image would leave its class a smaller training set than
+    the folder shows.
+
     Raises:
-        ValueError: If the folder does not exist, is a file, or holds no images.
+        ValueError: If the folder does not exist, is a file, holds no
+            images, or holds entries named as images that are not files.
     """
     if not folder.exists():
         raise ValueError(
@@ -30,14 +39,29 @@ def image_files(folder: Path) -> list[Path]:
             "sub-folder of images per class."
         )
     class_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    files = [
+    named = [
         path
         for class_dir in class_dirs
         for path in sorted(class_dir.iterdir())
-        if path.is_file()
-        and not path.name.startswith(".")
-        and path.suffix.lower() in IMAGE_EXTENSIONS
+        if not path.name.startswith(".") and path.suffix.lower() in IMAGE_EXTENSIONS
     ]
+    files, refused = [], []
+    for path in named:
+        what = _not_a_file(path)
+        if what is None:
+            files.append(path)
+        else:
+            refused.append(f"{str(path.relative_to(folder))!r} ({what})")
+    if refused:
+        one = len(refused) == 1
+        more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
+        raise ValueError(
+            f"--data folder {str(folder)!r} holds {len(refused)} "
+            f"{'entry' if one else 'entries'} named as {'an image' if one else 'images'} but "
+            f"not {'a file' if one else 'files'}: {', '.join(refused[:5])}{more}. Replace or "
+            f"remove {'it' if one else 'them'} (or fix the links), so that every image named "
+            "is read."
+        )
     if not files:
         found = "no class sub-folders" if not class_dirs else "sub-folders without image files"
         raise ValueError(
@@ -46,6 +70,20 @@ def image_files(folder: Path) -> list[Path]:
             f"{os.path.join(str(folder), 'cats', '001.jpg')}."
         )
     return files
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What `path` is if not a regular file (after links), without opening it; else `None`."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a link to a missing file" if path.is_symlink() else "deleted while listed"
+    except OSError as error:
+        return f"cannot be read: {error.strerror or error}"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a device, not a file")
 
 
 def subset_files(files: list[Path], limit: int | None, rng: np.random.Generator) -> list[Path]:

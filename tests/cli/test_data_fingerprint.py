@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+from pathlib import Path
+
 import pytest
 
+from tensorflow_similarity.cli import main
 from tensorflow_similarity.cli.data_fingerprint import (
     check_unchanged,
     data_fingerprint,
@@ -70,3 +76,52 @@ def test_an_embedded_source_is_identified_by_its_loader():
 
 def test_a_run_json_without_a_fingerprint_resumes_with_a_warning(data):
     assert "records no fingerprint of its data" in check_unchanged(None, folder_fingerprint(data))
+
+
+class _FailingRead:
+    """An open file whose reads fail as a damaged disk's do (EIO)."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def read(self, *args):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.file.close()
+
+
+def test_an_image_that_cannot_be_read_is_named(data, monkeypatch):
+    files = check_data_spec(str(data))
+    real_open = Path.open
+
+    def open_damaged(path, *args, **kwargs):
+        file = real_open(path, *args, **kwargs)
+        return _FailingRead(file) if path == data / "dogs" / "1.png" else file
+
+    monkeypatch.setattr(Path, "open", open_damaged)
+    message = rf"cannot read image {str(data / 'dogs' / '1.png')!r} of --data \(Input/output"
+    with pytest.raises(UsageError, match=message):
+        data_fingerprint(str(data), files, 8)
+
+
+def test_entries_named_as_images_that_are_not_files_are_refused_by_name(data, capsys):
+    (data / "cats" / "gone.png").symlink_to(data / "missing.png")
+    os.mkfifo(data / "dogs" / "pipe.png")  # opening it would block: it must never be opened
+    (data / "dogs" / "fine.png").symlink_to(data / "dogs" / "0.png")
+    message = (
+        r"holds 2 entries named as images but not files: 'cats/gone.png' \(a link to a missing "
+        r"file\), 'dogs/pipe.png' \(a FIFO\)\. Replace or remove them"
+    )
+    with pytest.raises(ValueError, match=message):
+        check_data_spec(str(data))
+    output = data.parent / "out"
+    assert main(["pretrain", "--data", str(data), "--output", str(output)]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not output.exists()
+    (data / "cats" / "gone.png").unlink()
+    (data / "dogs" / "pipe.png").unlink()
+    assert len(check_data_spec(str(data))) == 7  # a link to an image is an image
