@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tensorflow_similarity.cli import run_folder
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.datasets import IMAGE_EXTENSIONS, read_image
+from tensorflow_similarity.datasets.folders import not_a_file
 from tensorflow_similarity.datasets.image_header import MAX_IMAGE_PIXELS, check_image_pixels
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models.index_mixin import index_path
@@ -81,7 +83,9 @@ def image_paths(arguments: list[str]) -> list[Path]:
     """Returns the image files named by `arguments`: files, and folders' images in name order.
 
     Raises:
-        UsageError: For a path that does not exist, or a folder without images.
+        UsageError: For a path that does not exist, a folder without images,
+            or an entry named as an image that is not a file (a FIFO, a link
+            to a missing file), named.
     """
     paths: list[Path] = []
     for argument in arguments:
@@ -90,21 +94,33 @@ def image_paths(arguments: list[str]) -> list[Path]:
             found = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in IMAGE_EXTENSIONS
+                if p.suffix.lower() in IMAGE_EXTENSIONS
+                and not p.is_dir()
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
+            for image in found:
+                _check_a_file(image)
             if not found:
                 raise UsageError(
                     f"folder {argument!r} holds no images ({', '.join(IMAGE_EXTENSIONS)} "
                     "files); give image files or folders of them."
                 )
             paths.extend(found)
-        elif path.is_file():
+        elif os.path.lexists(path):
+            _check_a_file(path)
             paths.append(path)
         else:
             raise UsageError(f"image {argument!r} does not exist; give image files or folders.")
     return paths
+
+
+def _check_a_file(path: Path) -> None:
+    # Checked without opening it: opening a FIFO would wait for a writer.
+    what = not_a_file(path)
+    if what is not None:
+        raise UsageError(
+            f"image {str(path)!r} is {what}, not an image file; give image files or folders."
+        )
 
 
 def _run_settings(output: Path) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def image_files(folder: Path) -> list[Path]:
     ]
     files, refused = [], []
     for path in named:
-        what = _not_a_file(path)
+        what = not_a_file(path)
         if what is None:
             files.append(path)
         else:
@@ -72,8 +72,13 @@ def image_files(folder: Path) -> list[Path]:
     return files
 
 
-def _not_a_file(path: Path) -> str | None:
-    """What `path` is if not a regular file (after links), without opening it; else `None`."""
+def not_a_file(path: Path) -> str | None:
+    """What `path` is if not a regular file (after links), without opening it; else `None`.
+
+    Returns:
+        `None` for a file (or a link to one), else words such as `"a FIFO"`
+        or `"a link to a missing file"`.
+    """
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:

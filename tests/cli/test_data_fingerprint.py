@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tensorflow_similarity.cli import main
+from tensorflow_similarity.cli import lookup, main
 from tensorflow_similarity.cli.data_fingerprint import (
     check_unchanged,
     data_fingerprint,
@@ -125,3 +125,17 @@ def test_entries_named_as_images_that_are_not_files_are_refused_by_name(data, ca
     (data / "cats" / "gone.png").unlink()
     (data / "dogs" / "pipe.png").unlink()
     assert len(check_data_spec(str(data))) == 7  # a link to an image is an image
+
+
+def test_lookup_refuses_entries_named_as_images_that_are_not_files(data):
+    os.mkfifo(data / "dogs" / "pipe.png")
+    with pytest.raises(UsageError, match=r"image '.*dogs/pipe.png' is a FIFO, not an image file"):
+        lookup.image_paths([str(data)])
+    with pytest.raises(UsageError, match=r"image '.*dogs/pipe.png' is a FIFO, not an image file"):
+        lookup.image_paths([str(data / "dogs" / "pipe.png")])
+    (data / "dogs" / "pipe.png").unlink()
+    (data / "dogs" / "gone.png").symlink_to(data / "missing.png")
+    with pytest.raises(UsageError, match=r"gone.png' is a link to a missing file, not an image"):
+        lookup.image_paths([str(data / "cats"), str(data / "dogs")])
+    (data / "dogs" / "gone.png").unlink()
+    assert len(lookup.image_paths([str(data)])) == 6
