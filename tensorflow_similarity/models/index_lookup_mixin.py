@@ -348,7 +348,9 @@ class IndexLookupMixin:
         model file `filepath` beside it. On any error the model keeps its
         index. A save killed while switching its files in leaves the old
         pair or the new one, and `load_index` reads the pair the model file
-        belongs to.
+        belongs to. The index keeps the fingerprint of the weights that made
+        it (see the class); a non-empty index saved without one loads with a
+        `UserWarning` that its freshness cannot be checked.
 
         Args:
             filepath: What was given to `save_index` or `save`.

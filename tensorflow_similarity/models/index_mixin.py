@@ -41,7 +41,8 @@ class IndexMixin(IndexCalibrationMixin):
     or `create_index`; one used before either gets the default index
     (cosine distance, exact linear search, memory store).
 
-    Indexing, lookups, the index's bookkeeping and persistence come from
+    Indexing, lookups, the index's bookkeeping and persistence, and what
+    a stale index does (one whose embeddings other weights made) come from
     `IndexLookupMixin`; what uses the neighbours' labels
     (`evaluate_retrieval`, `calibrate`, `match`, `evaluate_classification`)
     from `IndexCalibrationMixin`. This class adds `save`, which writes the
