@@ -77,6 +77,13 @@ def add_export_command(commands: Any) -> None:
     )
 
 
+def _destination_error(error: FileExistsError) -> UsageError:
+    """The refusal of OUT (`check_destination`), in the command line's words."""
+    return UsageError(
+        str(error).replace("overwrite=True (tfsim export --overwrite)", "--overwrite")
+    )
+
+
 def check_outside_run(source: Path, out: Path) -> None:
     """Raises `UsageError` if `out` is the run folder `source`, inside it, or holds it.
 
@@ -121,9 +128,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_destination(out, args.overwrite)
     except FileExistsError as error:
-        raise UsageError(
-            str(error).replace("overwrite=True (tfsim export --overwrite)", "--overwrite")
-        ) from None
+        raise _destination_error(error) from None
     model_file = source / run_folder.MODEL_FILE
     k = args.k
     if args.index:
@@ -149,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
             tflite=args.tflite,
             verbose=0,
         )
+    except FileExistsError as error:  # OUT written meanwhile, by another export
+        raise _destination_error(error) from None
     except ValueError as error:
         raise UsageError(str(error).replace("include_index=False", "--no-index")) from None
     if "lookup" in result.signatures:

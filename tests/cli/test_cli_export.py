@@ -184,3 +184,25 @@ def test_a_symbolic_link_out_is_refused_and_kept(runs, tmp_path, capsys):
     assert "is a symbolic link" in error and str(real) in error
     assert link.is_symlink() and (real / "saved_model.pb").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_an_out_written_by_another_export_meanwhile_is_a_clear_error(
+    runs, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "served"
+    save = tf.saved_model.save
+    others = []
+
+    def save_while_another_export_lands(*args, **kwargs):
+        save(*args, **kwargs)
+        if not others:  # The first export's staged model is saved: another one lands now.
+            others.append("running")
+            others[0] = main(["export", str(runs["pretrain"]), str(out)])
+
+    monkeypatch.setattr(tf.saved_model, "save", save_while_another_export_lands)
+    assert main(["export", str(runs["pretrain"]), str(out), "--k", "2"]) == 2
+    error = capsys.readouterr().err
+    assert others == [0] and error.startswith("tfsim: error:")
+    assert "exists; nothing was written" in error and "or --overwrite to replace" in error
+    assert set(tf.saved_model.load(str(out)).signatures) == {"embed"}
+    assert [p.name for p in tmp_path.iterdir()] == ["served"]
