@@ -270,6 +270,9 @@ def test_tflite_signature_answers_as_the_interpreter_and_an_empty_batch_empty(tr
     expected = _interpreter_outputs(lookup_file, "lookup", trained.queries)
     for name in ("ids", "labels", "label_names", "distances"):
         np.testing.assert_array_equal(found[name], expected[name])
+    # The graph itself answers an empty batch (XNNPack fails on a batch of none otherwise).
+    raw = _interpreter_outputs(lookup_file, "lookup", np.zeros((0, 16, 16, 3), np.float32))
+    assert {name: value.shape for name, value in raw.items()} == {name: (0, K) for name in raw}
     empty = lookup(np.zeros((0, 16, 16, 3), np.float32))
     assert {name: (v.shape, v.dtype) for name, v in empty.items()} == {
         name: ((0, K), expected[name].dtype) for name in expected
