@@ -32,8 +32,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     * Robust: each replica computes its own count, mean and centred sum of
       squares (M2) around a shift within its data, so there is no
       `E[x^2] - E[x]^2` cancellation when `|mean| >> std`; the replicas' parts
-      are merged in float64 around the shared moving mean, or with Chan's
-      parallel formula (see `exchange`).
+      are merged in float64 around the shared moving mean (around 0 in a
+      channel whose moving mean is NaN or infinite, so that such a moving
+      mean never reaches the outputs), or with Chan's parallel formula (see
+      `exchange`).
     * Cheap: one packed collective per layer in the forward pass and one
       all-reduce in the backward pass (Keras issues three and two); with
       `exchange="reduce"` the forward one is `2 C + 1` float64 values for `C`
@@ -43,7 +45,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     * Exact for unequal per-replica batches (a partial last batch); an empty
       replica contributes nothing and no NaN; an empty global batch leaves the
       moving statistics unchanged.
-    * Masks: only unmasked positions are counted, across replicas.
+    * Masks, as in Keras: every position whose mask is non-zero counts once
+      (a mask value selects, it does not weigh), and the others, NaN or
+      infinite padding included, are left out of the statistics, across
+      replicas.
     * float16 / bfloat16 inputs: statistics are computed and reduced in
       float32, and the result is cast back to the layer's compute dtype.
 
@@ -71,10 +76,19 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         exchange: How the forward pass combines the replicas' statistics:
             `"reduce"` (an all-reduce of per-channel sums re-centred on the
             moving mean, in float64: constant size in the number of replicas),
-            `"gather"` (one float32 row per replica, merged with Chan's
-            formula: for devices without float64 collectives) or `"auto"`
-            (default: `"gather"` under `TPUStrategy`, else `"reduce"`). Both
-            are exact to float32 rounding for `|mean| / std` up to 1e4.
+            `"gather"` (one row per replica in the input's dtype, merged with
+            Chan's formula: its size grows with the number of replicas) or
+            `"auto"` (default: `"gather"` under `TPUStrategy`, whose
+            collectives have no float64, else `"reduce"`). `"gather"` is
+            exact to the input's rounding wherever the batch lies. `"reduce"`
+            adds a relative variance error of the order of
+            `1e-16 (|batch mean - moving mean| / std)^2` (float64
+            cancellation): within float32 rounding while the batch mean lies
+            within about 1e4 standard deviations of the moving mean, which
+            holds once the moving mean follows the data. A fresh layer
+            (moving mean 0) on data whose mean is further from 0, or float64
+            inputs that must be exact to float64 rounding more than a few
+            standard deviations from the moving mean, need `"gather"`.
         **kwargs: Base layer keyword arguments (`name`, `dtype`, `trainable`).
             `synchronized` is accepted for compatibility with Keras configs and
             has no effect: the layer's `synchronized` attribute is always
@@ -212,9 +226,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))
         weights = None
         if mask is not None:
-            weights = ops.broadcast_to(
-                ops.expand_dims(ops.cast(mask, x.dtype), axis=-1), ops.shape(x)
-            )
+            # Keras selects every position whose mask is non-zero (a mask of 2 is
+            # not a weight of 2).
+            selected = ops.cast(ops.cast(mask, "bool"), x.dtype)
+            weights = ops.broadcast_to(ops.expand_dims(selected, axis=-1), ops.shape(x))
         axis = self.axis % len(x.shape)
         exchange = self.exchange
         if exchange == "auto":

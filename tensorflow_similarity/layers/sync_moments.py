@@ -68,23 +68,27 @@ def cross_replica_moments(
     cancellation, whatever `|mean| / std`. One collective then merges them:
 
     * `"reduce"`: each replica re-centres its sums on `reference`, a shift
-      every replica holds (the mirrored moving mean), in float64:
+      every replica holds (the mirrored moving mean; 0 in a channel where it
+      is NaN or infinite), in float64:
       with `o_i = s_i - r`, `T1_i = S1_i + n_i o_i` and `T2_i = S2_i +
       o_i (S1_i + T1_i)` are the sums of `x - r` and `(x - r)^2`. One
       all-reduce sums `(n_i, T1_i, T2_i)`: `2 C + 1` float64 values (`3 C` under
       a mask) whatever the number of replicas. Then `mean = r + T1 / N` and
       `M2 = T2 - T1^2 / N`, whose float64 cancellation costs a relative
-      variance error of about `1e-16 (|mean - r| / std)^2` (1e-8 at 1e4).
+      variance error of the order of `1e-16 (|mean - r| / std)^2`. No shift
+      nearer the batch is free: every replica must hold the same one before
+      the all-reduce, and one taken from the batch takes a collective more.
       Groups are summed in one slot each (`collectives.sum_by_group`).
     * `"gather"`: the rows `(n_i, s_i, S1_i / n_i, M2_i)` of all replicas are
-      gathered in float32 (`4 C K` values) and each group is merged with Chan's
-      formula around the count-weighted mean of its shifts (`_chan_merge`); for
+      gathered in `x`'s dtype (`4 C K` values) and each group is merged with
+      Chan's formula around the count-weighted mean of its shifts
+      (`_chan_merge`): exact to `x`'s rounding wherever the batch lies; for
       devices whose collectives have no float64 (TPUs).
 
     Backward: the gradients reaching the mean and variance come from every
     replica's loss, so they are summed over the group with one all-reduce of
     the packed `(d_mean, d_variance)`, then `dx = w (d_mean + 2 d_variance
-    (x - mean)) / N`, as on a single device.
+    (x - mean)) / N` (0 where the weight is 0), as on a single device.
 
     Every op here is paid again at each trace and graph optimisation, on every
     replica and layer, so the common case (one group, no mask, static shapes)
@@ -94,7 +98,9 @@ def cross_replica_moments(
     Args:
         x: Input, float32 or float64.
         axis: Non-negative feature axis.
-        weights: `None`, or 0/1 weights of `x`'s shape (the broadcast mask).
+        weights: `None`, or 0/1 weights of `x`'s shape (the broadcast mask, 1
+            where it is non-zero); positions of weight 0 are left out, NaN or
+            infinite ones included.
         ctx: Replica context with more than one replica.
         group_size: Contiguous group size, dividing the number of replicas.
         exchange: `"reduce"` (default) or `"gather"`, see above.
@@ -179,10 +185,13 @@ def _masked_local_sums(x: tf.Tensor, axis: int, weights: tf.Tensor, count: tf.Te
     is no shift for them.
     """
     reduction_axes = _reduction_axes(x, axis)
+    # Selected, not multiplied: masked padding may be NaN or infinite, and Keras
+    # leaves it out of the statistics.
+    selected = weights > 0
     shift = tf.math.divide_no_nan(
-        tf.reduce_sum(x * weights, axis=reduction_axes), tf.cast(count, x.dtype)
+        tf.reduce_sum(tf.where(selected, x, 0.0), axis=reduction_axes), tf.cast(count, x.dtype)
     )
-    centred = (x - _per_channel(shift, axis, len(x.shape))) * weights
+    centred = tf.where(selected, x - _per_channel(shift, axis, len(x.shape)), 0.0)
     return _LocalSums(count, shift, *_centred_sums(centred, reduction_axes))
 
 
@@ -202,6 +211,10 @@ def _reduce_exchange(
     """The `"reduce"` exchange: sums re-centred on `reference`, all-reduced in float64."""
     channels = local.shift.shape[0]
     shared = tf.cast(reference, tf.float64)
+    # A NaN or infinite moving mean (restored from a bad checkpoint, or left by an
+    # empty batch in plain Keras) would make every sum non-finite; 0 is finite and
+    # the same on every replica.
+    shared = tf.where(tf.math.is_finite(shared), shared, tf.zeros_like(shared))
     offset = tf.cast(local.shift, tf.float64) - shared
     first_sum = tf.cast(local.first_sum, tf.float64)
     first = first_sum + local.count * offset
@@ -278,7 +291,7 @@ def _moments_gradient(
     offset = d_mean - scale * mean
     ndim = len(x.shape)
     dx = x * _per_channel(scale, axis, ndim) + _per_channel(offset, axis, ndim)
-    return dx if weights is None else dx * weights
+    return dx if weights is None else tf.where(weights > 0, dx, tf.zeros_like(dx))
 
 
 def normalize(

@@ -710,3 +710,114 @@ def test_masked_inputs_far_from_zero_keep_the_variance_of_unmasked_ones(exchange
         errors[masked] = np.max(np.abs(got - kept.var(axis=0)) / kept.var(axis=0))
     assert errors[False] < 1e-4
     assert errors[True] < 1e-4
+
+
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+@pytest.mark.parametrize("moving_mean", [[np.nan, 0.0], [np.inf, -np.inf]], ids=["nan", "inf"])
+def test_non_finite_moving_mean_leaves_training_outputs_finite(moving_mean, exchange):
+    """Training uses the batch statistics: a NaN or infinite moving mean must not reach them.
+
+    Keras' layer (and `"gather"`) give finite outputs; the moving mean stays
+    non-finite in both, as Keras' update makes it.
+    """
+    x = np.array([[1, 2], [3, 5], [0, 1], [2, 4]], "float32")
+    upstream = np.arange(8, dtype="float32").reshape(4, 2) - 3.0
+    values = {"moving_mean": np.array(moving_mean), "moving_variance": np.array([1.0, 2.0])}
+    ref = keras.layers.BatchNormalization(momentum=0.5)
+    ref.build(x.shape)
+    for name, value in values.items():
+        getattr(ref, name).assign(value.astype("float32"))
+    y_ref, grads_ref = reference_step(ref, x, upstream)
+    column = x[:, 0].astype("float64")
+    expected = (column - column.mean()) / np.sqrt(column.var() + 1e-3)
+    np.testing.assert_allclose(y_ref[:, 0], expected, rtol=1e-5)  # the Keras reference is sane
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, momentum=0.5, exchange=exchange)
+    y, grads, _ = distributed_step(sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]))
+    assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+
+
+def masked_reference(x, mask):
+    """float64 mean and variance of the positions whose mask is non-zero, with plain loops."""
+    channels = x.shape[-1]
+    rows = x.reshape(-1, channels).astype("float64")
+    keep = mask.reshape(-1) != 0
+    mean, variance = np.zeros(channels), np.zeros(channels)
+    for c in range(channels):
+        kept = [rows[i, c] for i in range(len(rows)) if keep[i]]
+        mean[c] = sum(kept) / len(kept)
+        variance[c] = sum((v - mean[c]) ** 2 for v in kept) / len(kept)
+    return mean, variance
+
+
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+@pytest.mark.parametrize("fill", [2.0, "mixed"])
+def test_mask_values_other_than_one_select_as_in_keras(fill, exchange):
+    """Keras counts every non-zero mask value as one selected position, never as a weight."""
+    rng = np.random.default_rng(15)
+    x = rng.normal(2.0, 3.0, size=(4, 3, 2)).astype("float32")
+    if fill == "mixed":
+        mask = rng.choice(np.array([0.0, 2.0, 0.5, -1.0, 1.0], "float32"), size=(4, 3))
+        mask[0, 0] = 0.0
+    else:
+        mask = np.full((4, 3), fill, "float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    ref, values = make_pair(x.shape, momentum=0.0)
+    y_ref, grads_ref = reference_step(ref, x, upstream, mask=mask)
+    mean, variance = masked_reference(x, mask)
+    np.testing.assert_allclose(ref.moving_variance.numpy(), variance, rtol=1e-5)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, momentum=0.0, exchange=exchange)
+    y, grads, _ = distributed_step(
+        sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]), split(mask, [2, 2])
+    )
+    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    np.testing.assert_allclose(sync.moving_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sync.moving_variance.numpy(), variance, rtol=1e-5)
+
+
+@pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
+def test_masked_non_finite_padding_is_left_out_as_in_keras(exchange):
+    """Keras selects with the mask: masked NaN or infinite padding never reaches the statistics."""
+    rng = np.random.default_rng(16)
+    x = rng.normal(1.0, 2.0, size=(4, 3, 2)).astype("float32")
+    mask = np.ones((4, 3), bool)
+    mask[1, 2] = mask[3, 0] = False
+    x[1, 2] = np.inf
+    x[3, 0] = np.nan
+    ref, values = make_pair(x.shape, momentum=0.0)
+    ref(x, training=True, mask=mask)
+    strategy = mirrored_strategy(2)
+    sync = build_sync(x.shape, values, strategy, momentum=0.0, exchange=exchange)
+    y, _, _ = distributed_step(
+        sync, strategy, split(x, [2, 2]), split(np.ones_like(x), [2, 2]), split(mask, [2, 2])
+    )
+    mean, variance = masked_reference(x, mask)
+    np.testing.assert_allclose(sync.moving_mean.numpy(), mean, rtol=1e-5)
+    np.testing.assert_allclose(sync.moving_variance.numpy(), variance, rtol=1e-5)
+    np.testing.assert_allclose(sync.moving_variance.numpy(), ref.moving_variance.numpy(), rtol=1e-5)
+    assert np.all(np.isfinite(y[mask]))
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e8])
+def test_float64_variance_far_from_the_moving_mean_within_the_documented_error(offset):
+    """`"gather"`: float64-exact anywhere; `"reduce"`: within `1e-15 (offset / std)^2`.
+
+    The docstring's range: the float64 sums of `"reduce"` are centred on the
+    moving mean (0 here), so their cancellation grows with the square of the
+    distance to it, in standard deviations.
+    """
+    x = offset + np.array([[1.0, 2.0], [2.0, 4.0], [1.0, 3.0], [0.0, 1.0]])
+    expected = np.array([np.var(column) for column in x.T])
+    ratio = offset / np.sqrt(expected)
+    strategy = mirrored_strategy(2)
+    for exchange, bound in (("gather", np.full_like(ratio, 1e-12)), ("reduce", 1e-15 * ratio**2)):
+        with strategy.scope():
+            sync = SyncBatchNormalization(momentum=0.0, dtype="float64", exchange=exchange)
+            sync.build(x.shape)
+        upstream = np.ones(x.shape, "float32")
+        distributed_step(sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]))
+        error = np.abs(sync.moving_variance.numpy() - expected) / expected
+        np.testing.assert_array_less(error, bound, err_msg=exchange)
+        np.testing.assert_allclose(sync.moving_mean.numpy(), x.mean(axis=0), rtol=1e-15)
