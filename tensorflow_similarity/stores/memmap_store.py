@@ -244,8 +244,9 @@ class MemmapStore(Store):
                 "kv_store=MemmapStore(another_folder).",
             ) from error
         self._opened_saved, self._maps, self.path = None, None, private
-        self._write_meta()
         weakref.finalize(self, shutil.rmtree, str(private), True)
+        if keep_records:
+            self._write_meta()
 
     def _memory_maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:
