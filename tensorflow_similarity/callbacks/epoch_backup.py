@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
+
+# What an HDF5 weights file adds to its variables' bytes: about a kilobyte of structure per
+# variable and a few tens per file; these bounds are above both, with a margin.
+_HDF5_PER_VARIABLE = 4096
+_HDF5_PER_FILE = 1 << 16
 
 
 class EpochBackup(keras.callbacks.Callback):
@@ -20,6 +29,13 @@ class EpochBackup(keras.callbacks.Callback):
     resumed epoch to `fit` alone; here `restore` returns it before `fit`
     starts, for a data pipeline that must know it (a seeded order of
     batches, say).
+
+    Before each save the free space of `backup_dir` is checked against the
+    size of the weights and optimizer state (`space_needed`): h5py, which
+    writes the file, crashes the whole process (a segmentation fault) when
+    the disk fills during its write, so a save that cannot fit is refused
+    first with an `OSError` (`ENOSPC`) that names the file and the space
+    left, the previous backup unchanged.
 
     Args:
         backup_dir: The folder of the backup (created when first written).
@@ -82,9 +98,35 @@ class EpochBackup(keras.callbacks.Callback):
         self.epochs_saved = steps // self.steps_per_epoch
         return self.epochs_saved
 
+    def space_needed(self) -> int:
+        """Bytes a backup of the model takes at most: its variables and the file's structure.
+
+        Returns:
+            The raw size of the model's weights and its optimizer's
+            variables, plus what HDF5 adds per variable and per file.
+        """
+        variables = [*self.model.weights]
+        if getattr(self.model, "optimizer", None) is not None:
+            variables += list(self.model.optimizer.variables)
+        raw = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables)
+        return raw + _HDF5_PER_VARIABLE * len(variables) + _HDF5_PER_FILE
+
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         partial = self.backup_dir / "saving.weights.h5"
-        self.model.save_weights(partial, overwrite=True)
+        partial.unlink(missing_ok=True)
+        needed, free = self.space_needed(), shutil.disk_usage(self.backup_dir).free
+        if free < needed:
+            raise OSError(
+                errno.ENOSPC,
+                f"Backing up epoch {epoch + 1} to {str(self.path)!r} needs about "
+                f"{needed / 2**20:.1f} MiB ({free / 2**20:.1f} MiB free on that disk); the "
+                "previous backup there (if any) is unchanged. Free space, then resume from it",
+            )
+        try:
+            self.model.save_weights(partial, overwrite=True)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, self.path)
         self.epochs_saved = epoch + 1

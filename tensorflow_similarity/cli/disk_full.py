@@ -24,16 +24,19 @@ def is_disk_full(error: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def disk_full_is_usage_error(folder: Path | None = None) -> Iterator[None]:
+def disk_full_is_usage_error(folder: Path | None = None, then: str = "") -> Iterator[None]:
     """Turns a full disk in the block into a `UsageError` naming the file and the space left.
 
     The library's saves say which file failed and that the previous save is
-    kept (`IndexMixin.save`); any other full-disk error is named with the
-    free space of `folder`.
+    kept (`IndexMixin.save`, `EpochBackup`, which checks the space before
+    h5py writes); any other full-disk error is named with the free space of
+    `folder`.
 
     Args:
         folder: The folder being written, for the free space. Defaults to
             the one the error names, else the current folder.
+        then: The command that goes on once space is freed, appended to the
+            message. Defaults to none.
     """
     try:
         yield
@@ -51,4 +54,4 @@ def disk_full_is_usage_error(folder: Path | None = None) -> Iterator[None]:
                 f"writing {str(error.filename or folder)!r} failed: no space left on the disk "
                 f"({free:.1f} MiB free there). Free space and train again"
             )
-        raise UsageError(f"the disk is full: {message}") from None
+        raise UsageError(f"the disk is full: {message}{': ' + then if then else ''}") from None

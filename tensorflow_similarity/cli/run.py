@@ -33,6 +33,7 @@ import tensorflow as tf
 from tensorflow_similarity.callbacks import BatchNormStatistics, EpochBackup
 from tensorflow_similarity.cli import cluster, devices, report, run_folder
 from tensorflow_similarity.cli.devices import DevicePlan, is_chief, make_strategy, task_index
+from tensorflow_similarity.cli.disk_full import disk_full_is_usage_error
 from tensorflow_similarity.cli.errors import EXIT_INTERRUPTED, TrainingDiverged, UsageError
 from tensorflow_similarity.cli.fitting import (
     EvaluationSchedule,
@@ -228,27 +229,31 @@ def run(
     batch_norm = report.describe_batch_norm(args, plan.replicas)
     if chief:
         print(job.first_line(before, batch_norm), flush=True)
+    # The backup of each epoch is the write a full disk fails first.
+    cluster_option = " --strategy multi-worker" if args.strategy == "multi-worker" else ""
+    resume = f"tfsim {args.command}{cluster_option} --output {output} --resume"
     try:
-        fit_epochs(
-            trainer,
-            dataset,
-            args,
-            first_epoch,
-            steps_per_epoch,
-            [
-                timer,
-                EvaluationSchedule(
-                    [BatchNormStatistics(job.network, job.train_images), *evaluations],
-                    args.eval_every,
-                    args.epochs,
-                ),
-                recorder,
-                report.ScalarLogger(worker_dir / "logs" / "train"),
-                backup,
-                *callbacks,
-            ],
-            chief,
-        )
+        with disk_full_is_usage_error(backup.backup_dir, then=resume):
+            fit_epochs(
+                trainer,
+                dataset,
+                args,
+                first_epoch,
+                steps_per_epoch,
+                [
+                    timer,
+                    EvaluationSchedule(
+                        [BatchNormStatistics(job.network, job.train_images), *evaluations],
+                        args.eval_every,
+                        args.epochs,
+                    ),
+                    recorder,
+                    report.ScalarLogger(worker_dir / "logs" / "train"),
+                    backup,
+                    *callbacks,
+                ],
+                chief,
+            )
         if not recorder.records:
             raise UsageError("training ran no epoch; nothing to report.")
         if chief:

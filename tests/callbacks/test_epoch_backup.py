@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+
 import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity.callbacks import EpochBackup
+from tensorflow_similarity.callbacks import EpochBackup, epoch_backup
 
 
 def compiled_model():
@@ -62,3 +64,27 @@ def test_the_backup_of_a_run_with_other_epochs_is_refused(tmp_path):
 def test_steps_per_epoch_must_be_a_positive_integer(tmp_path, steps, error):
     with pytest.raises(error, match="steps_per_epoch"):
         EpochBackup(tmp_path, steps_per_epoch=steps)
+
+
+def test_a_backup_that_cannot_fit_on_the_disk_is_refused_before_it_is_written(
+    tmp_path, monkeypatch
+):
+    # h5py crashes the process when the disk fills during its write: the space is checked first.
+    x, y = data()
+    model = compiled_model()
+    backup = EpochBackup(tmp_path / "backup", steps_per_epoch=4)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[backup])
+    written = backup.path.read_bytes()
+    assert len(written) <= backup.space_needed()
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    usage = epoch_backup.shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(
+        epoch_backup.shutil,
+        "disk_usage",
+        lambda path: usage._replace(free=backup.space_needed() - 1),
+    )
+    with pytest.raises(OSError, match=r"Backing up epoch 2 to .* MiB free on that disk\)") as error:
+        backup.on_epoch_end(1)
+    assert error.value.errno == errno.ENOSPC
+    assert backup.path.read_bytes() == written and backup.epochs_saved == 1
+    assert sorted(p.name for p in backup.backup_dir.iterdir()) == ["latest.weights.h5"]

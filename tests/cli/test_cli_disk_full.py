@@ -26,3 +26,17 @@ def test_other_os_errors_are_left_alone(tmp_path):
     with pytest.raises(PermissionError):
         with disk_full_is_usage_error(tmp_path):
             raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_a_backup_that_cannot_fit_is_named_with_the_command_that_resumes(tmp_path):
+    backup = tmp_path / "backup" / "latest.weights.h5"
+    then = f"tfsim pretrain --output {tmp_path} --resume"
+    refused = OSError(
+        errno.ENOSPC,
+        f"Backing up epoch 2 to {str(backup)!r} needs about 1.0 MiB (0.5 MiB free on that "
+        "disk); the previous backup there (if any) is unchanged. Free space, then resume from it",
+    )
+    with pytest.raises(UsageError) as error:
+        with disk_full_is_usage_error(tmp_path / "backup", then=then):
+            raise refused
+    assert str(error.value) == f"the disk is full: {refused.strerror}: {then}"
