@@ -32,7 +32,6 @@ fingerprints, and `--overwrite` leaves it to its owner.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import socket
@@ -44,7 +43,15 @@ from typing import Any
 
 from tensorflow_similarity.cli.errors import UsageError
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
+
 LOCK_FILE = ".tfsim.lock"
+# Windows locks byte ranges, and a locked byte cannot be read: its lock is a byte past the record.
+_WINDOWS_LOCK_BYTE = 1 << 30
 # How long a run retries a lock held by someone else: long enough to outlast a reader of the
 # lock (`holder_of` holds it for microseconds), far shorter than any run.
 _RETRY_SECONDS = 0.25
@@ -92,10 +99,16 @@ def _refuse_not_a_file(path: Path) -> None:
 def _try_lock(descriptor: int, path: Path, exclusive: bool) -> bool:
     """Takes the lock of `descriptor` without waiting; `False` if another holds it."""
     try:
-        fcntl.flock(descriptor, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        if fcntl is not None:
+            fcntl.flock(descriptor, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        else:
+            os.lseek(descriptor, _WINDOWS_LOCK_BYTE, os.SEEK_SET)
+            msvcrt.locking(descriptor, msvcrt.LK_NBLCK, 1)
     except BlockingIOError:
         return False
     except OSError as error:
+        if fcntl is None and error.errno in (errno.EACCES, errno.EDEADLOCK):
+            return False
         raise UsageError(
             f"cannot lock {str(path)!r} ({error.strerror or error}): its filesystem does not "
             "support locks. Give an --output on a local disk."
@@ -115,9 +128,10 @@ def _is_current(descriptor: int, path: Path) -> bool:
 
 def _record(descriptor: int) -> dict[str, Any]:
     """The holder the lock file records (`{}` if empty or unreadable)."""
-    size = os.fstat(descriptor).st_size
     try:
-        holder = json.loads(os.pread(descriptor, size, 0)) if size else {}
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        text = os.read(descriptor, os.fstat(descriptor).st_size)
+        holder = json.loads(text) if text else {}
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}
@@ -279,7 +293,8 @@ class RunLock:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, json.dumps(record).encode(), 0)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        os.write(descriptor, json.dumps(record).encode())
         self._descriptor = descriptor
         return True
 
@@ -289,7 +304,9 @@ class RunLock:
         if descriptor is None:
             return
         try:
-            # Deleted while still locked: a run that opened it meanwhile sees it is gone.
+            # Emptied, then deleted, while still locked: a run that opened it meanwhile sees it
+            # is gone (where it cannot be deleted, Windows, the next run finds it empty).
+            os.ftruncate(descriptor, 0)
             if _is_current(descriptor, self.path):
                 self.path.unlink()
         except OSError:
