@@ -15,6 +15,7 @@ classes (`augmenter(x, y, num_views, is_warmup)` -> list of views), kept for
 
 from tensorflow_similarity.augmenters import augmentation_utils, image_ops
 from tensorflow_similarity.augmenters.barlow import barlow_augmenter
+from tensorflow_similarity.augmenters.dino import multicrop_augmenter
 from tensorflow_similarity.augmenters.glyph_augmenter import GlyphAugmenter
 from tensorflow_similarity.augmenters.legacy import (
     Augmenter,
@@ -22,7 +23,7 @@ from tensorflow_similarity.augmenters.legacy import (
     ContrastiveAugmenter,
     SimCLRAugmenter,
 )
-from tensorflow_similarity.augmenters.multicrop import MultiCropAugmenter, multicrop_augmenter
+from tensorflow_similarity.augmenters.multicrop import MultiCropAugmenter
 from tensorflow_similarity.augmenters.simclr import simclr_augmenter
 from tensorflow_similarity.augmenters.simsiam import simsiam_augmenter
 from tensorflow_similarity.augmenters.view_augmenter import ViewAugmenter

@@ -1,7 +1,7 @@
 """Views from drawn parameters: on the batch at once, or image by image.
 
 The augmenters draw every random parameter of a call for the whole batch
-(`ViewDraws`, through `image_ops`' `draw_*` functions), then `make_views`
+(`ViewDraws`, through `view_draws`' functions), then `make_views`
 applies them. Two ways give the same views:
 
 - on the batch: each transform runs once over every view (`image_ops`'
@@ -30,7 +30,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity.augmenters import image_ops, view_draws
 from tensorflow_similarity.augmenters._inputs import to_float32
 
 # Views made at once by `tf.map_fn`; each holds a few copies of one view.
@@ -46,20 +46,20 @@ class ViewDraws:
     """The per-view random parameters of a call; `None` leaves a transform out.
 
     Attributes:
-        boxes: `[n, 4]` crop boxes (`image_ops.crop_boxes`).
+        boxes: `[n, 4]` crop boxes (`view_draws.crop_boxes`).
         source: `[n]` int32 index of the image each view is cropped from.
         flip: `[n]` bool: mirror the view.
-        jitter: Colour jitter draws (`image_ops.draw_color_jitter`).
+        jitter: Colour jitter draws (`view_draws.draw_color_jitter`).
         grayscale: `[n]` bool: replace the view by its luma.
         blur: `([n] standard deviations, [n] bool)`
-            (`image_ops.draw_gaussian_blur`).
+            (`view_draws.draw_gaussian_blur`).
         solarize: `[n]` bool: solarise the view.
     """
 
     boxes: tf.Tensor
     source: tf.Tensor
     flip: tf.Tensor | None = None
-    jitter: image_ops.JitterDraws | None = None
+    jitter: view_draws.JitterDraws | None = None
     grayscale: tf.Tensor | None = None
     blur: tuple[tf.Tensor, tf.Tensor] | None = None
     solarize: tf.Tensor | None = None
@@ -77,7 +77,7 @@ def concat_draws(parts: list[ViewDraws]) -> ViewDraws:
             raise ValueError(f"concat_draws: {name} is drawn for some parts only.")
         elif isinstance(drawn[0], tuple):
             columns = [tf.concat(list(c), axis=0) for c in zip(*drawn, strict=True)]
-            values[name] = image_ops.JitterDraws(*columns) if name == "jitter" else tuple(columns)
+            values[name] = view_draws.JitterDraws(*columns) if name == "jitter" else tuple(columns)
         else:
             values[name] = tf.concat(drawn, axis=0)
     return ViewDraws(**values)

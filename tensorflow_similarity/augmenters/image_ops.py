@@ -12,56 +12,31 @@ The parameterisations follow torchvision, which the SimCLR, SimSiam and Barlow
 Twins reference pipelines use (SimCLR describes the same transforms in its
 appendix A). One-channel images are treated as grey RGB images, for which
 saturation, hue and greyscale conversion are the identity.
+
+Each function draws its parameters with `view_draws` and then applies them:
+the view augmenters draw for all their views first and apply each transform
+once over every view.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import NamedTuple
-
 import tensorflow as tf
+
+# The parameters are drawn in `view_draws`; they stay importable from here too.
+from tensorflow_similarity.augmenters.view_draws import (
+    JitterDraws,
+    bernoulli_mask,
+    crop_boxes,
+    draw_color_jitter,
+    draw_gaussian_blur,
+)
 
 # ITU-R 601-2 luma, as torchvision's rgb_to_grayscale and PIL's convert("L").
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 
-# torchvision's RandomResizedCrop tries this many (scale, ratio) draws before
-# falling back to a central crop.
-_CROP_ATTEMPTS = 10
-
-
-def _uniform(
-    seed: tf.Tensor, batch: tf.Tensor | int, low: float, high: float, extra: Sequence[int] = ()
-) -> tf.Tensor:
-    return tf.random.stateless_uniform(
-        tf.concat([[batch], tf.constant(list(extra), tf.int32)], axis=0),
-        seed=seed,
-        minval=low,
-        maxval=high,
-        dtype=tf.float32,
-    )
-
 
 def _per_image(mask: tf.Tensor, if_true: tf.Tensor, if_false: tf.Tensor) -> tf.Tensor:
     return tf.where(mask[:, None, None, None], if_true, if_false)
-
-
-def _sub_seed(seed: tf.Tensor, index: int) -> tf.Tensor:
-    return tf.random.experimental.stateless_fold_in(seed, index)
-
-
-def bernoulli_mask(batch: tf.Tensor | int, probability: float, seed: tf.Tensor) -> tf.Tensor:
-    """Draws one Boolean per image, `True` with the given probability.
-
-    Args:
-        batch: Number of images.
-        probability: Probability of `True`, in `[0, 1]`.
-        seed: Integer tensor of shape `[2]`.
-
-    Returns:
-        A `bool` tensor of shape `[batch]`.
-    """
-    return _uniform(seed, batch, 0.0, 1.0) < probability
 
 
 def grayscale(images: tf.Tensor) -> tf.Tensor:
@@ -114,68 +89,6 @@ def random_resized_crop(
     """
     boxes = crop_boxes(tf.shape(images)[0], images.shape[1:3], size, scale, ratio, seed)
     return crop_to_boxes(images, boxes, size)
-
-
-def crop_boxes(
-    batch: tf.Tensor | int,
-    image_size: Sequence[int],
-    size: tuple[int, int],
-    scale: tuple[float, float],
-    ratio: tuple[float, float],
-    seed: tf.Tensor,
-) -> tf.Tensor:
-    """Draws `random_resized_crop`'s boxes, for `crop_to_boxes`.
-
-    Args:
-        batch: Number of images.
-        image_size: The input images' `(height, width)`.
-        size: Output `(height, width)`.
-        scale: `(min, max)` fraction of the image area to crop.
-        ratio: `(min, max)` aspect ratio of the crop.
-        seed: Integer tensor of shape `[2]`.
-
-    Returns:
-        A `[batch, 4]` float32 tensor of `tf.image.crop_and_resize` boxes on
-        the images padded by one pixel on each side.
-    """
-    height, width = int(image_size[0]), int(image_size[1])
-    area = float(height * width)
-    shape = (_CROP_ATTEMPTS,)
-    target_area = area * _uniform(_sub_seed(seed, 0), batch, scale[0], scale[1], shape)
-    log_ratio = _uniform(_sub_seed(seed, 1), batch, math.log(ratio[0]), math.log(ratio[1]), shape)
-    aspect = tf.exp(log_ratio)
-    crop_w = tf.sqrt(target_area * aspect)
-    crop_h = tf.sqrt(target_area / aspect)
-    fits = (crop_w <= width) & (crop_h <= height)
-    first_fit = tf.argmax(tf.cast(fits, tf.int32), axis=1, output_type=tf.int32)
-    any_fit = tf.reduce_any(fits, axis=1)
-    crop_w = tf.gather(crop_w, first_fit, batch_dims=1)
-    crop_h = tf.gather(crop_h, first_fit, batch_dims=1)
-
-    in_ratio = width / height
-    if in_ratio < ratio[0]:
-        fallback_w, fallback_h = float(width), width / ratio[0]
-    elif in_ratio > ratio[1]:
-        fallback_w, fallback_h = height * ratio[1], float(height)
-    else:
-        fallback_w, fallback_h = float(width), float(height)
-    crop_w = tf.where(any_fit, crop_w, fallback_w)
-    crop_h = tf.where(any_fit, crop_h, fallback_h)
-
-    position = _uniform(_sub_seed(seed, 2), batch, 0.0, 1.0, (2,))
-    top = tf.where(any_fit, position[:, 0] * (height - crop_h), (height - crop_h) / 2)
-    left = tf.where(any_fit, position[:, 1] * (width - crop_w), (width - crop_w) / 2)
-
-    # crop_and_resize samples box corners exactly and writes the extrapolation
-    # value outside the image. Output pixel k's centre is half a step inside the
-    # crop; a one-pixel edge-replicating border keeps those centres in range
-    # and reproduces tf.image.resize's half-pixel, clamp-to-edge sampling.
-    out_h, out_w = size
-    y1 = (top + 0.5 * crop_h / out_h + 0.5) / (height + 1)
-    y2 = (top + crop_h - 0.5 * crop_h / out_h + 0.5) / (height + 1)
-    x1 = (left + 0.5 * crop_w / out_w + 0.5) / (width + 1)
-    x2 = (left + crop_w - 0.5 * crop_w / out_w + 0.5) / (width + 1)
-    return tf.stack([y1, x1, y2, x2], axis=1)
 
 
 def crop_to_boxes(
@@ -299,49 +212,6 @@ def random_color_jitter(
     return color_jitter(images, draws, with_hue=hue > 0)
 
 
-class JitterDraws(NamedTuple):
-    """`random_color_jitter`'s per-image draws, from `draw_color_jitter`.
-
-    Attributes:
-        factors: `[batch, 3]` brightness, contrast and saturation factors.
-        hue_shift: `[batch]` hue shifts, in turns.
-        apply: `[batch]` bool, whether each image is jittered.
-        order: `[batch, 4]` each image's operations in its order (0
-            brightness, 1 contrast, 2 saturation, 3 hue).
-    """
-
-    factors: tf.Tensor
-    hue_shift: tf.Tensor
-    apply: tf.Tensor
-    order: tf.Tensor
-
-
-def draw_color_jitter(
-    batch: tf.Tensor | int,
-    brightness: float,
-    contrast: float,
-    saturation: float,
-    hue: float,
-    probability: float,
-    seed: tf.Tensor,
-) -> JitterDraws:
-    """Draws `random_color_jitter`'s parameters for `batch` images (same arguments)."""
-    factors = tf.stack(
-        [
-            _uniform(_sub_seed(seed, 0), batch, max(0.0, 1.0 - brightness), 1.0 + brightness),
-            _uniform(_sub_seed(seed, 1), batch, max(0.0, 1.0 - contrast), 1.0 + contrast),
-            _uniform(_sub_seed(seed, 2), batch, max(0.0, 1.0 - saturation), 1.0 + saturation),
-        ],
-        axis=1,
-    )
-    return JitterDraws(
-        factors=factors,
-        hue_shift=_uniform(_sub_seed(seed, 3), batch, -hue, hue),
-        apply=bernoulli_mask(batch, probability, _sub_seed(seed, 4)),
-        order=tf.argsort(_uniform(_sub_seed(seed, 5), batch, 0.0, 1.0, (4,)), axis=1),
-    )
-
-
 def color_jitter(images: tf.Tensor, draws: JitterDraws, with_hue: bool = True) -> tf.Tensor:
     """Applies drawn colour jitter to a batch, as `random_color_jitter` describes.
 
@@ -440,14 +310,6 @@ def random_gaussian_blur(
         kernel_size = (blur_kernel_size(images.shape[1]), blur_kernel_size(images.shape[2]))
     std, apply = draw_gaussian_blur(tf.shape(images)[0], sigma, probability, seed)
     return _per_image(apply, gaussian_blur(images, std, kernel_size), images)
-
-
-def draw_gaussian_blur(
-    batch: tf.Tensor | int, sigma: tuple[float, float], probability: float, seed: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """Draws `random_gaussian_blur`'s `[batch]` standard deviations and `[batch]` bool choices."""
-    std = _uniform(_sub_seed(seed, 0), batch, sigma[0], sigma[1])
-    return std, bernoulli_mask(batch, probability, _sub_seed(seed, 1))
 
 
 def gaussian_blur(images: tf.Tensor, std: tf.Tensor, kernel_size: tuple[int, int]) -> tf.Tensor:

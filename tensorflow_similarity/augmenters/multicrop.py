@@ -1,4 +1,7 @@
-"""DINO's multi-crop views: two large global crops and several small local crops of each image."""
+"""DINO's multi-crop views: two large global crops and several small local crops of each image.
+
+`dino.multicrop_augmenter` configures `MultiCropAugmenter` with DINO's parameters.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity._validation import check_bool, check_int, check_pair
-from tensorflow_similarity.augmenters import _inputs, _pipeline, image_ops
+from tensorflow_similarity._validation import check_int, check_pair
+from tensorflow_similarity.augmenters import _inputs, _pipeline, image_ops, view_draws
 
 _OWNER = "MultiCropAugmenter"
 
@@ -258,7 +261,7 @@ class MultiCropAugmenter:
         first_view = 0 if group == _GLOBAL else 2
         boxes = tf.concat(
             [
-                image_ops.crop_boxes(
+                view_draws.crop_boxes(
                     batch,
                     images.shape[1:3],
                     size,
@@ -272,18 +275,18 @@ class MultiCropAugmenter:
         )
         part_views = views // len(blur_prob)
         blur_draws = [
-            image_ops.draw_gaussian_blur(
+            view_draws.draw_gaussian_blur(
                 part_views, self.blur_sigma, blur, seed_for(_BLUR, 2 * group + part)
             )
             for part, blur in enumerate(blur_prob)
         ]
         solarize_draws = [
-            image_ops.bernoulli_mask(part_views, solarize, seed_for(_SOLARIZE, 2 * group + part))
+            view_draws.bernoulli_mask(part_views, solarize, seed_for(_SOLARIZE, 2 * group + part))
             for part, solarize in enumerate(solarize_prob)
         ]
         jitter = None
         if self.jitter_prob > 0:
-            jitter = image_ops.draw_color_jitter(
+            jitter = view_draws.draw_color_jitter(
                 views,
                 self.brightness,
                 self.contrast,
@@ -295,11 +298,11 @@ class MultiCropAugmenter:
         draws = _pipeline.ViewDraws(
             boxes=boxes,
             source=tf.tile(tf.range(batch), [count]),
-            flip=image_ops.bernoulli_mask(views, self.flip_prob, seed_for(_FLIP, group))
+            flip=view_draws.bernoulli_mask(views, self.flip_prob, seed_for(_FLIP, group))
             if self.flip_prob > 0
             else None,
             jitter=jitter,
-            grayscale=image_ops.bernoulli_mask(
+            grayscale=view_draws.bernoulli_mask(
                 views, self.grayscale_prob, seed_for(_GRAYSCALE, group)
             )
             if self.grayscale_prob > 0
@@ -354,104 +357,6 @@ class MultiCropAugmenter:
     def __repr__(self) -> str:
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({arguments})"
-
-
-# The arguments that `multicrop_augmenter(flip=False)` and `color=False` set, and so refuse.
-_FLIP_ARGUMENTS = ("flip_prob",)
-_COLOR_ARGUMENTS = (
-    "brightness",
-    "contrast",
-    "saturation",
-    "hue",
-    "jitter_prob",
-    "grayscale_prob",
-    "global_solarize_prob",
-    "local_solarize_prob",
-)
-
-
-def multicrop_augmenter(
-    global_size: int | Sequence[int] = 224,
-    local_size: int | Sequence[int] = 96,
-    n_local: int = 8,
-    *,
-    flip: bool = True,
-    color: bool = True,
-    seed: int | None = None,
-    **overrides: Any,
-) -> MultiCropAugmenter:
-    """Returns DINO's multi-crop augmentation pipeline, with flips and colour optional.
-
-    As "Emerging Properties in Self-Supervised Vision Transformers" (Caron et
-    al., ICCV 2021) and its reference code: two global crops (area
-    `(0.4, 1.0)`) and `n_local` local crops (area `(0.05, 0.4)`), each with a
-    horizontal flip (p=0.5), colour jitter (brightness and contrast 0.4,
-    saturation 0.2, hue 0.1; p=0.8) and greyscale (p=0.2); Gaussian blur
-    (sigma `(0.1, 2.0)`) with p=1.0 on the first global view, 0.1 on the
-    second and 0.5 on the local views; solarisation with p=0.2 on the second
-    global view only. `flip=False` and `color=False` drop the flips and the
-    photometric transforms (jitter, greyscale, solarisation), for line
-    drawings such as glyphs; blur and crops remain.
-
-    Args:
-        global_size: Side of the global views, an integer or
-            `(height, width)`. Defaults to `224` (DINO's); `32` for 32-pixel
-            images.
-        local_size: Side of the local views. Defaults to `96` (DINO's); `16`
-            for 32-pixel images, `14` for 28-pixel glyphs.
-        n_local: Number of local views. Defaults to `8` (DINO's).
-        flip: Whether views are flipped at random. Defaults to `True`.
-        color: Whether views get colour jitter, greyscale and solarisation.
-            Defaults to `True`.
-        seed: Non-negative integer seed. Defaults to `None` (random).
-        **overrides: Any other `MultiCropAugmenter` argument, replacing
-            DINO's value.
-
-    Returns:
-        A `MultiCropAugmenter`.
-
-    Raises:
-        TypeError: If `flip` or `color` is not a bool.
-        ValueError: If an argument is out of range, or an override sets what
-            `flip=False` or `color=False` turns off.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from tensorflow_similarity.augmenters import multicrop_augmenter
-    >>> augmenter = multicrop_augmenter(28, 14, n_local=2, flip=False, color=False, seed=0)
-    >>> global_views, local_views = augmenter(tf.random.uniform((4, 28, 28, 1)))
-    >>> local_views.shape
-    TensorShape([4, 2, 14, 14, 1])
-    """
-    check_bool("flip", flip, owner="multicrop_augmenter")
-    check_bool("color", color, owner="multicrop_augmenter")
-    for switch, on, names in (("flip", flip, _FLIP_ARGUMENTS), ("color", color, _COLOR_ARGUMENTS)):
-        clashing = sorted(set(names) & set(overrides))
-        if not on and clashing:
-            raise ValueError(
-                f"multicrop_augmenter: {switch}=False turns off what {', '.join(clashing)} "
-                f"set. Pass {switch}=True with the override, or drop the override."
-            )
-    arguments: dict[str, Any] = {
-        "global_crop_scale": (0.4, 1.0),
-        "local_crop_scale": (0.05, 0.4),
-        "crop_ratio": (3 / 4, 4 / 3),
-        "flip_prob": 0.5 if flip else 0.0,
-        "brightness": 0.4,
-        "contrast": 0.4,
-        "saturation": 0.2,
-        "hue": 0.1,
-        "jitter_prob": 0.8 if color else 0.0,
-        "grayscale_prob": 0.2 if color else 0.0,
-        "global_blur_prob": (1.0, 0.1),
-        "local_blur_prob": 0.5,
-        "blur_sigma": (0.1, 2.0),
-        "global_solarize_prob": (0.0, 0.2) if color else (0.0, 0.0),
-        "local_solarize_prob": 0.0,
-    }
-    arguments.update(overrides)
-    return MultiCropAugmenter(global_size, local_size, n_local, seed=seed, **arguments)
 
 
 def _check_global_probabilities(name: str, value: Any) -> tuple[float, float]:

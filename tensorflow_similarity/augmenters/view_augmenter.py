@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_pair
-from tensorflow_similarity.augmenters import _pipeline, image_ops
+from tensorflow_similarity.augmenters import _pipeline, image_ops, view_draws
 from tensorflow_similarity.augmenters._inputs import (
     call_seed,
     check_blur,
@@ -217,7 +217,7 @@ class ViewAugmenter:
         batch = tf.shape(images)[0]
         blur = solarize = jitter = grayscale = None
         if self.jitter_prob > 0:
-            jitter = image_ops.draw_color_jitter(
+            jitter = view_draws.draw_color_jitter(
                 batch,
                 self.brightness,
                 self.contrast,
@@ -227,21 +227,21 @@ class ViewAugmenter:
                 seed_for(2),
             )
         if self.grayscale_prob > 0:
-            grayscale = image_ops.bernoulli_mask(batch, self.grayscale_prob, seed_for(3))
+            grayscale = view_draws.bernoulli_mask(batch, self.grayscale_prob, seed_for(3))
         # Drawn for both views when either blurs or solarises: a view whose
         # probability is 0 draws no image.
         if max(self.blur_prob) > 0:
-            blur = image_ops.draw_gaussian_blur(
+            blur = view_draws.draw_gaussian_blur(
                 batch, self.blur_sigma, self.blur_prob[view], seed_for(4)
             )
         if max(self.solarize_prob) > 0:
-            solarize = image_ops.bernoulli_mask(batch, self.solarize_prob[view], seed_for(5))
+            solarize = view_draws.bernoulli_mask(batch, self.solarize_prob[view], seed_for(5))
         return _pipeline.ViewDraws(
-            boxes=image_ops.crop_boxes(
+            boxes=view_draws.crop_boxes(
                 batch, images.shape[1:3], size, self.crop_scale, self.crop_ratio, seed_for(0)
             ),
             source=tf.range(batch),
-            flip=image_ops.bernoulli_mask(batch, self.flip_prob, seed_for(1)),
+            flip=view_draws.bernoulli_mask(batch, self.flip_prob, seed_for(1)),
             jitter=jitter,
             grayscale=grayscale,
             blur=blur,

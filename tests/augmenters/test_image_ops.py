@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.augmenters import image_ops
+from tensorflow_similarity.augmenters import image_ops, view_draws
 
 SEED = tf.constant([7, 11], tf.int64)
 # 4000 draws: the binomial standard deviation of a fraction is at most 0.008,
@@ -205,14 +205,14 @@ def test_color_jitter_applies_each_images_operations_in_its_own_order():
     images = tf.random.stateless_uniform((64, 4, 4, 3), seed=(4, 4))
     out = image_ops.random_color_jitter(images, 0.8, 0.8, 0.8, 0.2, 0.75, SEED).numpy()
     # The draws, as the function makes them.
-    sub_seed = image_ops._sub_seed
+    sub_seed = view_draws._sub_seed
     factors = np.stack(
-        [image_ops._uniform(sub_seed(SEED, i), 64, 0.2, 1.8).numpy() for i in range(3)],
+        [view_draws._uniform(sub_seed(SEED, i), 64, 0.2, 1.8).numpy() for i in range(3)],
         axis=1,
     )
-    hue_shift = image_ops._uniform(sub_seed(SEED, 3), 64, -0.2, 0.2).numpy()
-    apply = image_ops.bernoulli_mask(64, 0.75, sub_seed(SEED, 4)).numpy()
-    order = np.argsort(image_ops._uniform(sub_seed(SEED, 5), 64, 0.0, 1.0, (4,)).numpy(), axis=1)
+    hue_shift = view_draws._uniform(sub_seed(SEED, 3), 64, -0.2, 0.2).numpy()
+    apply = view_draws.bernoulli_mask(64, 0.75, sub_seed(SEED, 4)).numpy()
+    order = np.argsort(view_draws._uniform(sub_seed(SEED, 5), 64, 0.0, 1.0, (4,)).numpy(), axis=1)
     assert 0 < apply.sum() < 64 and len({tuple(o) for o in order[apply]}) > 10
     for i in range(64):
         expected = images.numpy()[i]
