@@ -320,7 +320,9 @@ class MetricJob(Job):
     def save(self, output: Path) -> None:
         data = self.data
         self.index = build_index(self.embed(data.x_train), data.y_train, data=list(data.x_train))
-        # Saved as the model's index, so that the pair is switched in together.
+        # Saved as the model's index, so that the pair is switched in together, with the
+        # fingerprint of the weights that made it (see IndexLookupMixin).
+        self.index.embedding_fingerprint = self.model._embedding_fingerprint()
         self.model._index = self.index
         with disk_full_is_usage_error():
             self.model.save(output / "model.keras")
