@@ -65,9 +65,11 @@ def _open(path: Path, create: bool) -> int | None:
         UsageError: If something else than a regular file is at `path`, or it
             cannot be opened or created.
     """
-    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    # Reading whether a run holds it needs no write access (`lookup` of another user's run).
+    flags = (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        descriptor = os.open(path, flags | (os.O_CREAT if create else 0), 0o644)
+        descriptor = os.open(path, flags, 0o644)
     except FileNotFoundError:
         if create:
             raise UsageError(
