@@ -103,9 +103,10 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
         projector: Keras model mapping representations to projections.
         predictor: Keras model mapping projections to predictions (SimSiam), or
             `None`. Defaults to `None`.
-        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
-            name registered with `models.algorithms.register_algorithm`; picks
-            the forward pass and the default loss. Defaults to `"simsiam"`.
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
+            `"mocov3"`, `"dino"` or another name registered with
+            `models.algorithms.register_algorithm`; picks the forward pass and
+            the default loss. Defaults to `"simsiam"`.
         sync_bn: `False`, `True` or a `SyncBatchNormPlugin`: synchronise the batch
             norm of all three sub-models (converted copies are used; the models
             passed in are untouched). Defaults to `False`.

@@ -53,8 +53,9 @@ def projector_widths(
 
     Args:
         input_dim: Width of the backbone's representation.
-        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
-            registered algorithm's name (see `models.algorithms`).
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
+            `"mocov3"`, `"dino"` or another registered algorithm's name (see
+            `models.algorithms`).
         projector_width: `"scaled"` (default) or `"paper"`.
 
     Returns:
@@ -83,9 +84,10 @@ def build_projector(
 
     Args:
         input_dim: Width of the backbone's representation.
-        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"` or another
-            registered algorithm's name; picks the paper's depth, widths and
-            output batch norm. Defaults to `"simsiam"`.
+        algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
+            `"mocov3"`, `"dino"` or another registered algorithm's name; picks
+            the paper's depth, widths and output batch norm. Defaults to
+            `"simsiam"`.
         hidden_layers: Number of hidden layers; `None` keeps the paper's (2).
         hidden_dim: Hidden width; `None`: see `projector_width`.
         output_dim: Output width; `None`: see `projector_width`.

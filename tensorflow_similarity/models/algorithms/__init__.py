@@ -1,13 +1,17 @@
 """The self-supervised methods `ContrastiveModel` trains, one module each, and their registry.
 
 Importing this package registers the built-in methods; a new method is one
-module: a `ContrastiveAlgorithm` subclass passed to `register_algorithm`.
+module: a `ContrastiveAlgorithm` subclass passed to `register_algorithm`. An
+installed package declares its methods under the entry-point group
+`ENTRY_POINT_GROUP`, which `load_entry_points` imports.
 """
 
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
 from tensorflow_similarity.models.algorithms.registry import (
+    ENTRY_POINT_GROUP,
     algorithm_names,
     get_algorithm,
+    load_entry_points,
     register_algorithm,
     unregister_algorithm,
 )
@@ -25,6 +29,7 @@ from tensorflow_similarity.models.algorithms.dino import DINO
 # isort: on
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "BYOL",
     "DINO",
     "BarlowTwins",
@@ -36,6 +41,7 @@ __all__ = [
     "VICReg",
     "algorithm_names",
     "get_algorithm",
+    "load_entry_points",
     "register_algorithm",
     "unregister_algorithm",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from tensorflow_similarity import losses
+from tensorflow_similarity import augmenters, losses
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
@@ -24,6 +24,14 @@ class BarlowTwins(ContrastiveAlgorithm):
     title = "Barlow Twins"
     projector = ProjectorSpec(hidden_layers=2, hidden_dim=8192, output_dim=8192, output_bn=None)
     concat_views = False
+    paper = "Zbontar et al., 2021"
+    prevents_collapse = "the views' cross-correlation is pushed to the identity"
+    across_replicas = "cross-correlation over the global batch"
+
+    def photograph_views(
+        self, image_size: int, seed: int | None = None
+    ) -> augmenters.ViewAugmenter:
+        return augmenters.barlow_augmenter(image_size, seed=seed)
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.Barlow()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity import augmenters
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec, build_predictor, mlp_projector
 from tensorflow_similarity.models.momentum import assign_on_every_replica
@@ -45,7 +46,13 @@ class ContrastiveAlgorithm:
     `register_algorithm`; `ContrastiveModel(..., algorithm=name)` and
     `create_contrastive_model(backbone, name)` then find it by `name`, and a
     saved model records only that name. The instances are stateless: the
-    networks and their variables belong to the model.
+    networks and their variables belong to the model. Everything the
+    command line and the docs know of a method is declared here too: its
+    default views (`photograph_views`, `glyph_views`), its options for a run
+    of a given length (`run_options`), its predictor's ratio, its monitors
+    (`monitor_names`) and its row in the docs' table of methods (`paper`,
+    `prevents_collapse`, `across_replicas`); `tfsim pretrain --algorithm`
+    offers every registered method.
 
     The defaults: a projector built from `projector` (see `build_projector`),
     no predictor, and a forward pass that minimises the loss of the two
@@ -76,6 +83,12 @@ class ContrastiveAlgorithm:
         option_defaults: The method's own options and their defaults (DINO's
             teacher temperatures, ...), set per model with
             `algorithm_options`.
+        paper: The paper, as the docs' table of methods cites it
+            (`"Chen et al., 2020"`).
+        prevents_collapse: What keeps the embeddings from collapsing, for
+            that table.
+        across_replicas: What the method computes across replicas, for that
+            table.
     """
 
     name: ClassVar[str]
@@ -89,6 +102,9 @@ class ContrastiveAlgorithm:
     base_momentum: ClassVar[float | None] = None
     uses_local_crops: ClassVar[bool] = False
     option_defaults: ClassVar[dict[str, Any]] = {}
+    paper: ClassVar[str] = ""
+    prevents_collapse: ClassVar[str] = ""
+    across_replicas: ClassVar[str] = ""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -129,6 +145,58 @@ class ContrastiveAlgorithm:
         """
         del options
         return {}
+
+    def photograph_views(
+        self, image_size: int, seed: int | None = None
+    ) -> augmenters.ViewAugmenter:
+        """The views of photographs the paper trains on; SimCLR's by default.
+
+        BYOL's and MoCo v3's views are SimCLR's crops, flips, jitter and blur
+        (their papers add solarisation to one view); DINO's two global views
+        here carry no local crops. `tfsim pretrain` draws its views with this for every data set but
+        glyphs (`glyph_views`).
+
+        Args:
+            image_size: Side of the square views.
+            seed: Seed of the views. Defaults to `None` (random).
+
+        Returns:
+            An augmenter `images -> (view1, view2)`: by default
+            `augmenters.simclr_augmenter(image_size, seed=seed)`.
+        """
+        return augmenters.simclr_augmenter(image_size, seed=seed)
+
+    def glyph_views(self, image_size: int, seed: int | None = None) -> augmenters.ViewAugmenter:
+        """The views of glyphs (line drawings); `GlyphAugmenter`'s by default.
+
+        A photograph's crops, flips and colour jitter do not suit glyphs: a
+        mirrored letter is another letter. `GlyphAugmenter` warps them and
+        changes their stroke width instead.
+
+        Args:
+            image_size: Side of the square views.
+            seed: Seed of the views. Defaults to `None` (random).
+
+        Returns:
+            An augmenter `images -> (view1, view2)`.
+        """
+        return augmenters.GlyphAugmenter(image_size, seed=seed)
+
+    def run_options(self, epochs: int) -> dict[str, Any] | None:
+        """The method's `algorithm_options` for a run of `epochs` epochs; `None` by default.
+
+        For options the paper sets in proportion to the run's length (DINO's
+        teacher-temperature warm-up). `tfsim pretrain` passes them to
+        `create_contrastive_model`.
+
+        Args:
+            epochs: The run's epochs.
+
+        Returns:
+            A dict of `algorithm_options`, or `None` to keep `option_defaults`.
+        """
+        del epochs
+        return None
 
     def monitor_names(self) -> tuple[str, ...]:
         """Names of the extra collapse monitors `forward` returns in `Forward.monitors`."""

@@ -33,6 +33,11 @@ class BYOL(ContrastiveAlgorithm):
     predictor_hidden_ratio = 16
     predictor_reason = "the student's predictor is what keeps it from copying the teacher"
     base_momentum = 0.996
+    paper = "Grill et al., 2020"
+    prevents_collapse = "a predictor regresses a momentum teacher's projection"
+    across_replicas = (
+        "the loss is a mean over the global batch; the teacher moves alike on every replica"
+    )
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.BYOLLoss()

@@ -35,6 +35,9 @@ class MoCoV3(ContrastiveAlgorithm):
     predictor_output_bn = "none"
     predictor_reason = "the queries are the predictor's outputs"
     base_momentum = 0.99
+    paper = "Chen, Xie & He, 2021"
+    prevents_collapse = "the other images' teacher keys are negatives"
+    across_replicas = "keys gathered from all replicas; the teacher moves alike on every replica"
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.MoCoV3Loss()

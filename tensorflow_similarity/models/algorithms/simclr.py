@@ -25,6 +25,9 @@ class SimCLR(ContrastiveAlgorithm):
     title = "SimCLR"
     projector = ProjectorSpec(hidden_layers=2, hidden_dim=2048, output_dim=128, output_bn="center")
     concat_views = True
+    paper = "Chen et al., 2020"
+    prevents_collapse = "every other image of the batch is a negative"
+    across_replicas = "negatives gathered from all replicas"
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.SimCLRLoss()

@@ -6,7 +6,7 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity import losses
+from tensorflow_similarity import augmenters, losses
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
@@ -29,6 +29,14 @@ class SimSiam(ContrastiveAlgorithm):
     projector = ProjectorSpec(hidden_layers=2, hidden_dim=2048, output_dim=2048, output_bn="none")
     concat_views = False
     has_predictor = True
+    paper = "Chen & He, 2021"
+    prevents_collapse = "a predictor head and a stop-gradient"
+    across_replicas = "the loss is a mean over the global batch"
+
+    def photograph_views(
+        self, image_size: int, seed: int | None = None
+    ) -> augmenters.ViewAugmenter:
+        return augmenters.simsiam_augmenter(image_size, seed=seed)
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.SimSiamLoss()
