@@ -11,13 +11,16 @@ ResNet-18 on the embedded glyphs over 2 replicas (logical CPU devices when
 there is no GPU, all visible GPUs when there are). Run `tfsim COMMAND --help`
 for every option.
 
-* `pretrain` (`--algorithm simclr`, the default on glyphs, `simsiam`, the
-  default elsewhere, `barlow` or `vicreg`): trains a `ContrastiveModel` on
-  unlabelled views and reports the kNN accuracy of its embeddings (k=20,
-  weighted votes, against the clean training images) before training and
-  after each epoch: of the clean test images (`knn_accuracy`), and of
-  augmented test images (`knn_accuracy_augmented`, each the first view the
-  run's own augmenter draws with `step=-1`, which no training batch uses).
+* `pretrain` (`--algorithm` `simsiam`, `simclr`, `barlow`, `vicreg`, `byol`,
+  `mocov3`, `dino` or any method registered before the command line is
+  parsed, each with the views and options its class declares: see
+  `models.algorithms`; the default is simclr on glyphs, simsiam elsewhere):
+  trains a `ContrastiveModel` on unlabelled views and reports the kNN
+  accuracy of its embeddings (k=20, weighted votes, against the clean
+  training images) before training and after each epoch: of the clean test
+  images (`knn_accuracy`), and of augmented test images
+  (`knn_accuracy_augmented`, each the first view the run's own augmenter
+  draws with `step=-1`, which no training batch uses).
   The second measures invariance to the run's augmentations; random ResNet
   features already score high on clean digits. Beside them, before and
   after training, the top-1 accuracy of a linear probe on the same features

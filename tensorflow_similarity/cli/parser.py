@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from tensorflow_similarity.architectures.registry import BUILDERS, MIN_IMAGE_SIZES
@@ -37,7 +38,12 @@ from tensorflow_similarity.cli.metric_options import (
     add_supervised_arguments,
 )
 from tensorflow_similarity.datasets import EMBEDDED_SOURCES
-from tensorflow_similarity.models.contrastive_model import ALGORITHMS
+from tensorflow_similarity.models.algorithms import (
+    ENTRY_POINT_GROUP,
+    algorithm_names,
+    get_algorithm,
+    load_entry_points,
+)
 
 STRATEGIES = ("mirrored", "multi-worker", "one-device")
 OPTIMIZERS = ("sgd", "adam", "lars")
@@ -74,8 +80,10 @@ def _algorithm_help(jobs: tuple[str, ...]) -> str:
     )
     if jobs == ("ssl",):
         return (
-            "self-supervised algorithm: the loss, projector and predictor of its paper. "
-            f"Default: {self_supervised}"
+            "self-supervised algorithm: the loss, projector, predictor and views of its paper; "
+            "the methods registered (models.algorithms.register_algorithm) before the command "
+            f"line is parsed, the installed packages' under the entry-point group "
+            f"{ENTRY_POINT_GROUP} among them. Default: {self_supervised}"
         )
     if jobs == ("supervised",):
         return (
@@ -84,9 +92,19 @@ def _algorithm_help(jobs: tuple[str, ...]) -> str:
         )
     return (
         "self-supervised algorithm (loss, projector and predictor of its paper: "
-        + ", ".join(ALGORITHMS)
+        + ", ".join(algorithm_names())
         + "), or the metric loss of supervised metric learning of a SimilarityModel on "
         "labelled classes (" + ", ".join(SUPERVISED_ALGORITHMS) + f"). Default: {self_supervised}"
+    )
+
+
+def _predictor_ratios() -> str:
+    """`SimSiam: 1/4; BYOL: 16; ...`: each registered method's predictor width ratio."""
+    methods = [get_algorithm(name) for name in algorithm_names()]
+    return "; ".join(
+        f"{method.display_name}: {Fraction(method.predictor_hidden_ratio).limit_denominator()}"
+        for method in methods
+        if method.has_predictor
     )
 
 
@@ -112,7 +130,9 @@ def _add_run_arguments(
     command.add_argument(
         "--algorithm",
         choices=tuple(
-            name for job in jobs for name in (ALGORITHMS if job == "ssl" else SUPERVISED_ALGORITHMS)
+            name
+            for job in jobs
+            for name in (algorithm_names() if job == "ssl" else SUPERVISED_ALGORITHMS)
         ),
         default=default(None),
         help=_algorithm_help(jobs),
@@ -259,7 +279,7 @@ def _add_run_arguments(
             default=default(512),
             metavar="D",
             help="self-supervised: width of the projector's layers; a predictor's hidden layer "
-            "is D times the method's ratio (SimSiam: 1/4; BYOL and MoCo v3: 16); "
+            f"is D times the method's ratio ({_predictor_ratios()}); "
             "the papers use 2048-8192 for ImageNet",
         )
     command.add_argument(
@@ -321,11 +341,11 @@ SSL_LENGTH_NOTE = (
 )
 
 # The training commands: the jobs each runs, its line in `tfsim --help`, and its description.
+# `{methods}` is replaced by the registered self-supervised methods when the parser is built.
 TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "pretrain": (
         ("ssl",),
-        "self-supervised pretraining (simsiam, simclr, barlow, vicreg) and the kNN accuracy of "
-        "its embeddings",
+        "self-supervised pretraining ({methods}) and the kNN accuracy of its embeddings",
         "Pretrain an embedding model without labels, with synchronised batch norm under "
         "tf.distribute: a ContrastiveModel trained with the loss, projector and predictor of "
         "its algorithm's paper, and the kNN accuracy of held-out images (clean and augmented) "
@@ -350,8 +370,8 @@ TRAINING_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         BOTH_JOBS,
         "either job, chosen by --algorithm: the compatible spelling of pretrain and train-metric",
         "Train an embedding model with synchronised batch norm under tf.distribute: "
-        "self-supervised pretraining (simsiam, simclr, barlow, vicreg; kNN accuracy of "
-        "held-out images) or supervised metric learning (multisimilarity, triplet, circle, "
+        "self-supervised pretraining ({methods}; kNN accuracy of held-out images) or "
+        "supervised metric learning (multisimilarity, triplet, circle, "
         "pn, softnn, supcon, arcface; recall@1 and mAP@R of held-out images in an index of "
         "every class, seen and unseen classes apart). The job is the one --algorithm names, "
         "as `tfsim pretrain` or `tfsim train-metric` would run it; an option of the other job "
@@ -371,6 +391,10 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     in `resolve_defaults`); `lookup`; and `export` (a run as a SavedModel
     for serving).
 
+    It first loads the self-supervised methods installed packages declare
+    (`models.algorithms.load_entry_points`), so that `--algorithm` offers
+    every registered method.
+
     Args:
         suppress_defaults: Leave options that are not given out of the parsed
             namespace (used to tell explicit options from defaults on
@@ -384,6 +408,9 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     def default(value: Any) -> Any:
         return argparse.SUPPRESS if suppress_defaults else value
 
+    load_entry_points()
+    methods = ", ".join(algorithm_names())
+
     parser = _Parser(
         prog="tfsim",
         description="Self-supervised pretraining and metric learning with exact synchronised "
@@ -394,8 +421,8 @@ def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
     for name, (jobs, summary, description) in TRAINING_COMMANDS.items():
         command = commands.add_parser(
             name,
-            help=summary,
-            description=description,
+            help=summary.format(methods=methods),
+            description=description.format(methods=methods),
             formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         )
         _add_run_arguments(command, default, jobs)
