@@ -17,6 +17,7 @@ from mkdocs.config import load_config
 from mkdocs.structure.files import Files
 
 from tensorflow_similarity.cli.parser import build_parser
+from tensorflow_similarity.models.algorithms import algorithm_names
 from tests.docs.markdown_blocks import REPO
 
 HOOKS = REPO / "docs" / "_hooks"
@@ -68,6 +69,22 @@ def test_committed_cli_reference_is_what_the_parser_prints():
     assert committed == generated_pages.cli_reference() + "\n", (
         "docs/cli.md is out of date: run python docs/_hooks/generated_pages.py"
     )
+
+
+def test_committed_table_of_methods_is_the_registrys():
+    page = generated_pages.METHODS_PAGE.read_text(encoding="utf-8")
+    assert page == generated_pages.with_method_table(page), (
+        "The table of methods in docs/guides/self-supervised.md is out of date: run "
+        "python docs/_hooks/generated_pages.py"
+    )
+    table = page.split(generated_pages.METHODS_BEGIN)[1].split(generated_pages.METHODS_END)[0]
+    names = re.findall(r'^\| `"(\w+)"` \|', table, flags=re.MULTILINE)
+    assert tuple(names) == algorithm_names()
+
+
+def test_the_table_of_methods_needs_its_markers():
+    with pytest.raises(ValueError, match="must hold"):
+        generated_pages.with_method_table("# A page without the markers\n")
 
 
 def test_cli_reference_width_does_not_depend_on_the_terminal(monkeypatch):
