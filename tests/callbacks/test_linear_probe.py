@@ -146,3 +146,17 @@ def test_errors_at_evaluation():
     probe.embedding_fn = lambda a: a[:, :3]
     with pytest.raises(ValueError, match="made for 6"):
         probe.evaluate()
+
+
+def test_huge_features_are_probed_as_unit_ones():
+    train, train_labels = separable(120, seed=0)
+    test, test_labels = separable(40, seed=1)
+
+    def probe(scale):
+        embed = lambda x: x.astype("float64") * scale  # noqa: E731
+        data = (train, train_labels), (test, test_labels)
+        return OnlineLinearProbe(*data, embedding_fn=embed, head_epochs=3).evaluate()
+
+    assert probe(1.0) == 1.0
+    with np.errstate(over="raise", invalid="raise"):
+        assert probe(1e300) == 1.0
