@@ -39,7 +39,8 @@ def projector_widths(
     `width * input_dim / 2048`, but at least `min(width, 256)`. On a 2048-d
     backbone both are the paper's.
 
-    Parameters of the default heads (projector, plus SimSiam's predictor):
+    Parameters of the default heads (projector, plus the predictor of SimSiam,
+    BYOL and MoCo v3):
 
     | algorithm | 512-d (ResNet-18), scaled | 512-d, paper | 2048-d (ResNet-50) |
     |-----------|---------------------------|--------------|--------------------|
@@ -47,9 +48,14 @@ def projector_widths(
     | simclr    | 512-128: 0.59 M | 2048-128: 5.52 M | 8.67 M |
     | barlow    | 2048-2048: 9.46 M | 8192-8192: 138.49 M | 151.07 M |
     | vicreg    | as barlow | as barlow | as barlow |
+    | byol      | 1024-256: 0.79 M + 2.11 M | 4096-256: 3.16 M + 2.11 M | 9.45 M + 2.11 M |
+    | mocov3    | 1024-256: 1.84 M + 2.11 M | 4096-256: 19.96 M + 2.11 M | 26.25 M + 2.11 M |
+    | dino      | 512-16384: 4.85 M | 2048-65536: 22.55 M | 25.69 M |
 
-    (hidden-output widths, three layers each). tensorflow-similarity 0.17 used
-    512-512 (0.53 M) for every algorithm, and a 0.53 M predictor.
+    (hidden-output widths; three layers each, BYOL's two; DINO's output is its
+    prototypes, after a 256-d bottleneck). The teacher of BYOL, MoCo v3 and
+    DINO holds a second projector. tensorflow-similarity 0.17 used 512-512
+    (0.53 M) for every algorithm, and a 0.53 M predictor.
 
     Args:
         input_dim: Width of the backbone's representation.

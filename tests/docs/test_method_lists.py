@@ -4,7 +4,8 @@ Lists are written by hand in docstrings, the docs and the README (the command
 line's help is built from the registry): a list that names four methods or
 more names them all, so that a new method is not forgotten in the places that
 list them. A list is a run of method names (`simsiam` or its title `SimSiam`,
-quoted or not) joined by commas, semicolons, slashes, "and" or "or".
+quoted or not) joined by commas, semicolons, slashes, "and" or "or", or the
+first column of a Markdown table.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def method_lists(text: str) -> list[tuple[str, set[str]]]:
     return found
 
 
+def method_tables(text: str) -> list[tuple[str, set[str]]]:
+    """The Markdown tables of `text`, each with the registered names its first column holds."""
+    spellings = _spellings()
+    found = []
+    for table in re.findall(r"(?:^[ \t]*\|.*\n?)+", text, flags=re.MULTILINE):
+        cells = {line.strip().split("|")[1].strip(" `\"'").lower() for line in table.splitlines()}
+        named = {name for name, forms in spellings.items() if {f.lower() for f in forms} & cells}
+        found.append((table.strip().splitlines()[0], named))
+    return found
+
+
 def _docstrings() -> list[tuple[str, str]]:
     texts = []
     for path in sorted((REPO / "tensorflow_similarity").rglob("*.py")):
@@ -102,6 +114,8 @@ def test_the_finder_reads_lists_as_they_are_written():
         {"simsiam", "simclr", "barlow"}
     ]
     assert method_lists("the dino head, a simclr loss") == []
+    table = '| algorithm | params |\n|---|---|\n| `simsiam` | 1 |\n| `"dino"` | 2 |\n'
+    assert method_tables(table) == [("| algorithm | params |", {"simsiam", "dino"})]
 
 
 @pytest.mark.parametrize("source", ["docstrings", "pages", "help"])
@@ -111,7 +125,7 @@ def test_every_list_of_four_methods_or_more_names_every_registered_one(source):
     stale = [
         f"{where}: {text!r} lacks {sorted(registered - named)}"
         for where, doc in texts
-        for text, named in method_lists(doc)
+        for text, named in method_lists(doc) + method_tables(doc)
         if len(named) >= 4 and named != registered and (where, frozenset(named)) not in SUBSETS
     ]
     assert not stale, "\n".join(stale)
