@@ -2,7 +2,8 @@
 
 The model is in `models.contrastive`, the factory in `models.factory`, the
 heads in `models.heads` and each algorithm in `models.algorithms`; this
-module keeps 0.17's import path (and the command line's `ALGORITHMS`).
+module keeps 0.17's import path (and `ALGORITHMS`, the built-in methods'
+names; `models.algorithms.algorithm_names()` lists every registered one).
 """
 
 from __future__ import annotations
