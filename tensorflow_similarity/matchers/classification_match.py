@@ -91,6 +91,8 @@ class ClassificationMatch(abc.ABC):
     def compute_count(self, query_labels: Any, lookup_labels: Any, lookup_distances: Any) -> None:
         """Counts tp, fp, tn and fn at each threshold; read them from `tp`, `fp`, ...
 
+        `reset_count`, then `update_count` of all the queries at once.
+
         Args:
             query_labels: `[n]` labels of the queries.
             lookup_labels: `[n, K]` labels of their neighbours, nearest first.
@@ -100,6 +102,27 @@ class ClassificationMatch(abc.ABC):
             ValueError: If the shapes disagree. `compile()` defaults to the
                 single threshold `inf` when it was not called.
         """
+        outcomes = self.derive_outcomes(query_labels, lookup_labels, lookup_distances)
+        self.reset_count()
+        self.update_count(*outcomes)
+
+    def derive_outcomes(
+        self, query_labels: Any, lookup_labels: Any, lookup_distances: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, whether its derived label is its own, and its derived distance.
+
+        Args:
+            query_labels: `[n]` labels of the queries.
+            lookup_labels: `[n, K]` labels of their neighbours, nearest first.
+            lookup_distances: `[n, K]` distances of the neighbours.
+
+        Returns:
+            `[n]` booleans and the `[n]` distances `derive_match` gives, the
+            two things the counts at any threshold are made of.
+
+        Raises:
+            ValueError: If the shapes disagree.
+        """
         query_labels = np.asarray(query_labels).reshape(-1)
         lookup_labels, lookup_distances = self._check_lookups(lookup_labels, lookup_distances)
         if len(lookup_labels) != len(query_labels):
@@ -107,20 +130,65 @@ class ClassificationMatch(abc.ABC):
                 f"{type(self).__name__}: {len(query_labels)} query labels but "
                 f"{len(lookup_labels)} rows of lookups. Pass one row per query."
             )
-        if self.distance_thresholds is None:
-            self.compile()
         labels, distances = (
             np.asarray(v) for v in self.derive_match(lookup_labels, lookup_distances)
         )
-        right = labels.reshape(-1, 1) == query_labels[:, np.newaxis]
-        within = distances.reshape(-1, 1) <= self.distance_thresholds[np.newaxis, :]
-        self._counts = {
-            "tp": np.sum(right & within, axis=0).astype(np.float64),
-            "fp": np.sum(~right & within, axis=0).astype(np.float64),
-            "fn": np.sum(right & ~within, axis=0).astype(np.float64),
-            "tn": np.sum(~right & ~within, axis=0).astype(np.float64),
-        }
-        self._count = len(query_labels)
+        return labels.reshape(-1) == query_labels, distances.reshape(-1)
+
+    def reset_count(self) -> None:
+        """Sets the counts at each threshold to 0, for `update_count` to add to.
+
+        `compile()` defaults to the single threshold `inf` when it was not
+        called.
+        """
+        if self.distance_thresholds is None:
+            self.compile()
+        zeros = np.zeros(len(self.distance_thresholds), np.float64)
+        self._counts = {key: zeros.copy() for key in ("tp", "fp", "fn", "tn")}
+        self._count = 0
+
+    def update_count(self, right: Any, distances: Any) -> None:
+        """Adds queries to the counts at each threshold, from `derive_outcomes`.
+
+        Counting is by sorting, so memory is that of the queries and of the
+        thresholds, never of both multiplied; the queries of a large set can
+        be added in chunks, with the same counts as at once.
+
+        Args:
+            right: `[n]` whether each query's derived label is its own.
+            distances: `[n]` the derived distances; a query is within a
+                threshold when its distance is at most the threshold (NaN
+                never is).
+
+        Raises:
+            ValueError: If the two do not have one value per query.
+            AttributeError: If `reset_count` (or `compute_count`) was not
+                called first.
+        """
+        right = np.asarray(right, dtype=bool).reshape(-1)
+        # float64 holds any float32 distance exactly and is what `<=` against the
+        # float64 thresholds compares in.
+        distances = np.asarray(distances, dtype=np.float64).reshape(-1)
+        if len(right) != len(distances):
+            raise ValueError(
+                f"{type(self).__name__}: {len(right)} outcomes but {len(distances)} "
+                "distances. Pass one of each per query."
+            )
+        if self._counts is None:
+            raise AttributeError(
+                f"{type(self).__name__}: reset_count() must be called before update_count()."
+            )
+        thresholds = self.distance_thresholds
+        # NumPy sorts NaN last, so searching a threshold never counts it, as `<=` does not.
+        within_right = np.searchsorted(np.sort(distances[right]), thresholds, side="right")
+        within_wrong = np.searchsorted(np.sort(distances[~right]), thresholds, side="right")
+        num_right = int(right.sum())
+        num_wrong = len(right) - num_right
+        self._counts["tp"] += within_right
+        self._counts["fp"] += within_wrong
+        self._counts["fn"] += num_right - within_right
+        self._counts["tn"] += num_wrong - within_wrong
+        self._count += len(right)
 
     @property
     def tp(self) -> tf.Tensor:
