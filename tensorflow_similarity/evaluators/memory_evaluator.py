@@ -110,21 +110,14 @@ class MemoryEvaluator(Evaluator):
         # Thresholds and distances both float32, so that a threshold taken from the
         # distances admits exactly the distances up to it.
         thresholds = np.sort(np.asarray(distance_thresholds, np.float32).reshape(-1))
-        distances = np.round(np.asarray(lookup_distances, np.float64), distance_rounding)
         matcher = make_classification_matcher(matcher)
         matcher.compile(distance_thresholds=thresholds)
         matcher.compute_count(
             query_labels=np.asarray(query_labels),
             lookup_labels=np.asarray(lookup_labels),
-            lookup_distances=distances.astype(np.float32),
+            lookup_distances=matcher_distances(lookup_distances, distance_rounding),
         )
-        results = {"distance": thresholds}
-        for metric in metrics:
-            value = metric.compute(
-                tp=matcher.tp, fp=matcher.fp, tn=matcher.tn, fn=matcher.fn, count=matcher.count
-            )
-            results[metric.name] = np.asarray(value)
-        return results
+        return metrics_at_thresholds(matcher, thresholds, metrics)
 
     def calibrate(
         self,
@@ -201,13 +194,7 @@ def retrieval_from_matrices(
     Raises:
         ValueError: If a metric needs more neighbours than each query has.
     """
-    for metric in retrieval_metrics:
-        if lookup_labels.shape[1] < metric.k:
-            raise ValueError(
-                f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
-                f"lookups have {lookup_labels.shape[1]}. Look up at least k={metric.k} "
-                "neighbours (and index at least that many examples)."
-            )
+    check_lookup_width(lookup_labels.shape[1], retrieval_metrics)
     match_mask = lookup_labels == query_labels[:, None]
     results: dict[str, Any] = {}
     for metric in retrieval_metrics:
@@ -220,6 +207,21 @@ def retrieval_from_matrices(
         value = np.asarray(value)
         results[metric.name] = float(value) if value.size == 1 else value
     return results
+
+
+def check_lookup_width(width: int, retrieval_metrics: Sequence[RetrievalMetric]) -> None:
+    """Raises unless every metric's `k` is at most `width`, the neighbours per query.
+
+    Raises:
+        ValueError: Naming the first metric needing more neighbours.
+    """
+    for metric in retrieval_metrics:
+        if width < metric.k:
+            raise ValueError(
+                f"Metric {metric.name!r} needs {metric.k} neighbours per query but the "
+                f"lookups have {width}. Look up at least k={metric.k} "
+                "neighbours (and index at least that many examples)."
+            )
 
 
 def calibration_from_matrices(
@@ -271,6 +273,60 @@ def calibration_from_matrices(
         distance_rounding=distance_rounding,
         verbose=verbose,
     )
+    return calibration_from_results(
+        results, thresholds_targets, calibration_metric, metrics, metric_rounding
+    )
+
+
+def matcher_distances(distances: Any, rounding: int | None) -> np.ndarray:
+    """The float32 distances a matcher is given: rounded in float64 first, when `rounding`."""
+    distances = np.asarray(distances, np.float64)
+    if rounding is not None:
+        distances = np.round(distances, rounding)
+    return distances.astype(np.float32)
+
+
+def metrics_at_thresholds(
+    matcher: ClassificationMatch, thresholds: np.ndarray, metrics: Sequence[ClassificationMetric]
+) -> dict[str, np.ndarray]:
+    """`"distance"`: the thresholds, and each metric's values from the matcher's counts there.
+
+    Args:
+        matcher: A matcher compiled with `thresholds` whose counts are made.
+        thresholds: The sorted float32 thresholds.
+        metrics: `ClassificationMetric` instances.
+    """
+    results = {"distance": thresholds}
+    for metric in metrics:
+        value = metric.compute(
+            tp=matcher.tp, fp=matcher.fp, tn=matcher.tn, fn=matcher.fn, count=matcher.count
+        )
+        results[metric.name] = np.asarray(value)
+    return results
+
+
+def calibration_from_results(
+    results: dict[str, np.ndarray],
+    thresholds_targets: Mapping[str, float],
+    calibration_metric: ClassificationMetric,
+    metrics: Sequence[ClassificationMetric],
+    metric_rounding: int,
+) -> CalibrationResults:
+    """The cutpoints of `MemoryEvaluator.calibrate`, from the metrics at every threshold.
+
+    Rounds the metrics, and picks the optimal cutpoint (the largest distance
+    with the best value) and, for each target, the first threshold reaching it.
+
+    Args:
+        results: `evaluate_classification`'s results at every threshold.
+        thresholds_targets: Cutpoint name to the calibration metric's target.
+        calibration_metric: The metric calibrated.
+        metrics: The metrics in `results` (the calibration metric last).
+        metric_rounding: Decimals the metric values are rounded to.
+
+    Returns:
+        `CalibrationResults`; `thresholds["value"]` is the calibration metric.
+    """
     for metric in metrics:
         results[metric.name] = np.round(results[metric.name], metric_rounding)
     values = results[calibration_metric.name]

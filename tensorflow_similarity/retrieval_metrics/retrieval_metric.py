@@ -170,6 +170,41 @@ class RetrievalMetric:
             ValueError: If the shapes disagree, `K` is smaller than `k` (plus
                 one with `drop_closest_lookup`), or a needed input is missing.
         """
+        query_labels = np.asarray(query_labels).reshape(-1)
+        per_query = self.score_queries(
+            query_labels=query_labels,
+            lookup_labels=lookup_labels,
+            lookup_distances=lookup_distances,
+            match_mask=match_mask,
+        )
+        return _average(per_query, query_labels, self.average)
+
+    def score_queries(
+        self,
+        *,
+        query_labels: Any,
+        lookup_labels: Any = None,
+        lookup_distances: Any = None,
+        match_mask: Any = None,
+    ) -> np.ndarray:
+        """Returns each query's score, which `compute` averages.
+
+        Each query is scored on its own neighbours only, so the queries of a
+        large set can be scored in chunks and averaged after (as
+        `Indexer.evaluate_retrieval` does).
+
+        Args:
+            query_labels: See `compute`.
+            lookup_labels: See `compute`.
+            lookup_distances: See `compute`.
+            match_mask: See `compute`.
+
+        Returns:
+            The `[n]` float64 scores.
+
+        Raises:
+            ValueError: As `compute`.
+        """
         owner = type(self).__name__
         query_labels = np.asarray(query_labels).reshape(-1)
         if match_mask is None:
@@ -208,8 +243,7 @@ class RetrievalMetric:
                     f"{list(match_mask.shape)}; got {list(lookup_distances.shape)}."
                 )
             relevant = relevant & (lookup_distances[:, start:] <= self.distance_threshold)
-        per_query = self._per_query(relevant, query_labels)
-        return _average(per_query, query_labels, self.average)
+        return self._per_query(relevant, query_labels)
 
     def _per_query(self, relevant: np.ndarray, query_labels: np.ndarray) -> np.ndarray:
         """Returns the `[n]` float64 scores of the queries.
