@@ -18,6 +18,7 @@ _OPTIONAL = {
     "tensorflow_similarity/datasets/glyphs.py": ("matplotlib",),
     "tensorflow_similarity/datasets/image_data.py": ("sklearn",),
     "tensorflow_similarity/search/faiss_search.py": ("faiss",),
+    "tensorflow_similarity/search/milvus_search.py": ("pymilvus", "milvus_lite"),
     "tensorflow_similarity/visualization/*.py": ("matplotlib", "PIL"),
 }
 

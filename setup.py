@@ -59,6 +59,9 @@ setup(
         "viz": ["matplotlib>=3.6", "umap-learn>=0.5"],
         # FaissSearch; the package imports without it.
         "faiss": ["faiss-cpu>=1.7.4"],
+        # MilvusSearch: pymilvus reaches a Milvus server; milvus-lite runs one in-process on a
+        # local file. The package imports without them.
+        "milvus": ["pymilvus>=3.0", "milvus-lite>=3.2"],
         "pandas": ["pandas>=1.5"],
         "docs": DOCS_REQUIRES,
         "test": [
@@ -74,6 +77,8 @@ setup(
             "nbformat>=5.9",
             "ipykernel>=6",
             "faiss-cpu>=1.7.4",
+            "pymilvus>=3.0",
+            "milvus-lite>=3.2",
             "pandas>=1.5",
             # Runs the Python blocks of the README and docs/ (tests/docs).
             "sybil>=9",

@@ -1,7 +1,8 @@
-"""Nearest-neighbour search indexes: the exact `LinearSearch` (the default) and `FaissSearch`.
+"""Nearest-neighbour search indexes: the exact `LinearSearch` (the default), `FaissSearch`
+and `MilvusSearch` (a Milvus Lite file or a Milvus cluster).
 
-`FaissSearch` imports faiss when it is created, so the package imports
-without it.
+`FaissSearch` and `MilvusSearch` import faiss and pymilvus when created, so
+the package imports without them.
 
 Every index has the same verbs: `add`, `batch_add(embeddings, idxs)`,
 `lookup`, `batch_lookup(embeddings, k) -> (idxs, distances)` nearest first,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from tensorflow_similarity.search.faiss_search import FaissSearch
 from tensorflow_similarity.search.linear_search import LinearSearch, exact_nearest
+from tensorflow_similarity.search.milvus_search import MilvusSearch
 from tensorflow_similarity.search.registry import SEARCH_NAMES, make_search
 from tensorflow_similarity.search.search import Search
 
@@ -19,6 +21,7 @@ __all__ = [
     "SEARCH_NAMES",
     "FaissSearch",
     "LinearSearch",
+    "MilvusSearch",
     "Search",
     "exact_nearest",
     "make_search",

@@ -7,20 +7,26 @@ from typing import Any
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.search.faiss_search import FaissSearch
 from tensorflow_similarity.search.linear_search import LinearSearch
+from tensorflow_similarity.search.milvus_search import MilvusSearch
 from tensorflow_similarity.search.search import Search
 
-SEARCH_NAMES: dict[str, type[Search]] = {"linear": LinearSearch, "faiss": FaissSearch}
+SEARCH_NAMES: dict[str, type[Search]] = {
+    "linear": LinearSearch,
+    "faiss": FaissSearch,
+    "milvus": MilvusSearch,
+}
 
 
 def make_search(search: Search | str, distance: Distance | str, dim: int, **kwargs: Any) -> Search:
-    """Returns a new index named `search` (`"linear"`, `"faiss"`), or `search` itself.
+    """Returns a new index named `search` (`"linear"`, `"faiss"`, `"milvus"`), or `search` itself.
 
     Args:
         search: A `Search` (returned as is, after checking it matches
             `distance` and `dim`) or a name.
         distance: The distance of a new index.
         dim: The embedding size.
-        **kwargs: More arguments of a new index (`algo="hnsw"`, ...).
+        **kwargs: More arguments of a new index (`algo="hnsw"`, `uri="index.db"`,
+            ...; `"milvus"` needs `uri`).
 
     Returns:
         A `Search`.
