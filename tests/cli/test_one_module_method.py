@@ -74,7 +74,7 @@ def test_the_model_factory_builds_it(method):
 def test_tfsim_pretrain_trains_it_on_photographs_in_process(method, tmp_path):
     output = tmp_path / "run"
     argv = ["pretrain", "--algorithm", method, "--data", "digits", "--width", "0.25"]
-    argv += ["--limit", "80", "--batch-size", "32", "--projector-dim", "16", "--epochs", "1"]
+    argv += ["--limit", "40", "--batch-size", "32", "--projector-dim", "16", "--epochs", "1"]
     # Op determinism and logical devices are the whole process's: the tests keep their own.
     argv += ["--strategy", "one-device", "--no-deterministic", "--output", str(output)]
     assert main(argv) == 0
