@@ -218,3 +218,36 @@ def xbm_steps(batches, memory_size, warmup_steps, terms):
             )
         )
     return steps
+
+
+def _unit(v):
+    norm = math.sqrt(float(np.sum(v**2)))
+    return v / norm if norm > 0 else v
+
+
+def proxy_anchor_loss(labels, x, proxies, margin, alpha):
+    """Kim et al. 2020, eq. 4: per-proxy sums over the batch's positives and negatives."""
+    x, proxies = np.float64(x), np.float64(proxies)
+    pulled, with_positives, pushed = 0.0, 0, 0.0
+    for p in range(len(proxies)):
+        s = {i: float(_unit(x[i]) @ _unit(proxies[p])) for i in range(len(x))}
+        positives = [i for i in range(len(x)) if labels[i] == p]
+        negatives = [i for i in range(len(x)) if labels[i] != p]
+        if positives:
+            with_positives += 1
+            pulled += _log1p_sum_exp([-alpha * (s[i] - margin) for i in positives])
+        pushed += _log1p_sum_exp([alpha * (s[i] + margin) for i in negatives])
+    return (pulled / with_positives if with_positives else 0.0) + pushed / len(proxies)
+
+
+def proxy_nca_terms(labels, x, proxies, temperature):
+    """Teh et al. 2020: -log softmax over all proxies of -||x^ - p^||^2 / T, at the label."""
+    x, proxies = np.float64(x), np.float64(proxies)
+    terms = []
+    for i in range(len(x)):
+        logits = [
+            -float(np.sum((_unit(x[i]) - _unit(proxies[c])) ** 2)) / temperature
+            for c in range(len(proxies))
+        ]
+        terms.append(_logsumexp(logits) - logits[labels[i]])
+    return np.array(terms)
