@@ -7,7 +7,7 @@ from typing import Any
 import keras
 
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.evaluators import Evaluator, check_clustering_labels, clustering_metrics
 from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
 from tensorflow_similarity.models.non_finite import (
     fit_arguments,
@@ -128,6 +128,11 @@ class SimilarityModel(IndexMixin, keras.Model):
             stat_buffer_size: Lookup timings kept for `index_summary`.
             **kwargs: Other `keras.Model.compile` arguments.
 
+        A loss with trainable weights (the proxies of `ProxyAnchorLoss` and
+        `ProxyNCALoss`, held by its `weights_layer`) has them trained with
+        the model's: they are among `trainable_weights`, and `save` and
+        `keras.saving.load_model` keep them.
+
         Raises:
             ValueError: For a bad index argument (checked before Keras
                 compiles), or what `keras.Model.compile` raises. A model
@@ -146,6 +151,7 @@ class SimilarityModel(IndexMixin, keras.Model):
             stat_buffer_size,
             embedding_output=embedding_output,
         )
+        self._track_loss_weights(loss)
         super().compile(
             optimizer=optimizer,
             loss=loss,
@@ -218,6 +224,63 @@ class SimilarityModel(IndexMixin, keras.Model):
         if training and loss is not None:
             loss = nan_unless_finite(loss, x, self.weights)
         return loss
+
+    def evaluate_clustering(
+        self, x: Any, y: Any, seed: int = 0, batch_size: int | None = None
+    ) -> dict[str, float]:
+        """NMI and AMI of a k-means clustering of the embeddings of `x` against the labels `y`.
+
+        Embeds `x` (`predict`), then `evaluators.clustering_metrics`: k-means
+        with as many clusters as `y` has classes, seeded, against `y`. The
+        index is not used.
+
+        Args:
+            x: The examples, as for `predict`.
+            y: Their `[n]` integer class labels, at least two classes.
+            seed: The k-means seed. Defaults to 0.
+            batch_size: The batch size of the predictions. Defaults to the
+                model's `index_batch_size`.
+
+        Returns:
+            `{"nmi": ..., "ami": ...}`, as Python floats.
+
+        Raises:
+            ValueError: On labels that are not integers or hold fewer than
+                two classes, or a bad seed (before embedding), or what
+                `clustering_metrics` raises on the embeddings.
+        """
+        check_clustering_labels(y, seed, owner="evaluate_clustering")
+        predictions = self.predict(x, batch_size=batch_size or self.index_batch_size, verbose=0)
+        if isinstance(predictions, dict):
+            predictions = [predictions[name] for name in self.output_names]
+        if isinstance(predictions, (list, tuple)):
+            position = (self._index_settings or {}).get("embedding_output") or 0
+            predictions = predictions[position]
+        return clustering_metrics(predictions, y, seed=seed)
+
+    def _track_loss_weights(self, loss: Any) -> None:
+        """Makes the trainable weights of `loss` (of each of its losses) the model's.
+
+        A loss holding weights keeps them in a Keras layer, its
+        `weights_layer`; as an attribute of the model the layer is tracked,
+        so its weights are trained, saved and loaded with the model's. A
+        recompile replaces the losses' layers.
+        """
+        if isinstance(loss, dict):
+            losses = list(loss.values())
+        elif isinstance(loss, (list, tuple)):
+            losses = list(loss)
+        else:
+            losses = [loss]
+        layers = [
+            each.weights_layer
+            for each in losses
+            if isinstance(getattr(each, "weights_layer", None), keras.layers.Layer)
+        ]
+        if hasattr(self, "_loss_weight_layers"):
+            del self._loss_weight_layers
+        if layers:
+            self._loss_weight_layers = layers
 
     def _auto_distance(
         self, distance: Distance | str, loss: Any, embedding_output: int | None
