@@ -25,7 +25,7 @@ from tensorflow_similarity import augmenters
 from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.callbacks import KNNAccuracy
 from tensorflow_similarity.cli import fitting, pretrain_report
-from tensorflow_similarity.cli.devices import DevicePlan
+from tensorflow_similarity.cli.devices import DevicePlan, plan_devices
 from tensorflow_similarity.cli.disk_full import disk_full_is_usage_error
 from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.fitting import (
@@ -41,32 +41,21 @@ from tensorflow_similarity.cli.run import Job
 from tensorflow_similarity.datasets import ImageData
 from tensorflow_similarity.evaluators import linear_probe_on_features
 from tensorflow_similarity.models import create_contrastive_model
-
-AUGMENTERS: dict[str, Callable[..., augmenters.ViewAugmenter]] = {
-    "simsiam": augmenters.simsiam_augmenter,
-    "simclr": augmenters.simclr_augmenter,
-    "barlow": augmenters.barlow_augmenter,
-    # VICReg trains on Barlow Twins' views (Bardes et al., 2022, appendix C).
-    "vicreg": augmenters.barlow_augmenter,
-    # BYOL's and MoCo v3's views are SimCLR's crops, flips, jitter and blur (their papers
-    # add solarisation to one view); DINO's two global views here carry no local crops.
-    "byol": augmenters.simclr_augmenter,
-    "mocov3": augmenters.simclr_augmenter,
-    "dino": augmenters.simclr_augmenter,
-}
-# DINO warms its teacher temperature up over 30 of its 100 or more epochs: a third of a run.
-DINO_WARMUP_FRACTION = 0.3
+from tensorflow_similarity.models.algorithms import get_algorithm
 
 
 def view_augmenter(args: argparse.Namespace) -> augmenters.ViewAugmenter:
-    """The views of a run: its algorithm's paper's, or `GlyphAugmenter`'s for glyphs.
+    """The views of a run, as its method declares them: for glyphs, or for photographs.
 
-    Crops, flips and colour jitter suit photographs; a glyph's views are
-    affine warps and stroke widths (a mirrored letter is another letter).
+    Crops, flips and colour jitter suit photographs (every data set but
+    glyphs); a glyph's views are affine warps and stroke widths by default (a
+    mirrored letter is another letter). See
+    `ContrastiveAlgorithm.photograph_views` and `glyph_views`.
     """
+    method = get_algorithm(args.algorithm)
     if args.data == "glyphs":
-        return augmenters.GlyphAugmenter(args.image_size, seed=args.seed)
-    return AUGMENTERS[args.algorithm](args.image_size, seed=args.seed)
+        return method.glyph_views(args.image_size, seed=args.seed)
+    return method.photograph_views(args.image_size, seed=args.seed)
 
 
 def view_batches(
@@ -112,13 +101,6 @@ def view_batches(
     )
 
 
-def algorithm_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The method's own options for a run of `args.epochs` (DINO's warm-up, else none)."""
-    if args.algorithm != "dino":
-        return None
-    return {"warmup_teacher_temperature_epochs": int(DINO_WARMUP_FRACTION * args.epochs)}
-
-
 class PretrainJob(Job):
     """Self-supervised pretraining of a `ContrastiveModel` (`tfsim pretrain`).
 
@@ -137,7 +119,11 @@ class PretrainJob(Job):
 
     @staticmethod
     def check_data(args: argparse.Namespace, data: ImageData) -> None:
-        """Refuses a batch larger than the training images; warns if they are one class."""
+        """Refuses a batch larger than the training images, or batch norm over one image.
+
+        Warns if the training images are one class.
+        """
+        check_batch_norm_batch(args, plan_devices(args.strategy, args.replicas).replicas)
         if len(data.y_train) < args.batch_size:
             raise UsageError(
                 f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} "
@@ -170,7 +156,7 @@ class PretrainJob(Job):
             projector_hidden_dim=args.projector_dim,
             projector_output_dim=args.projector_dim,
             sync_bn=sync_bn,
-            algorithm_options=algorithm_options(args),
+            algorithm_options=get_algorithm(args.algorithm).run_options(args.epochs),
         )
         self.model.compile(optimizer=scheduled_optimizer(args, steps_per_epoch))
         self.model(tf.zeros((1, size, size, 3)))
@@ -312,6 +298,45 @@ def linear_probe_accuracy(
         **pretrain_report.LINEAR_PROBE_PROTOCOL,
     )
     return result.top1_accuracy
+
+
+def check_batch_norm_batch(args: argparse.Namespace, replicas: int) -> None:
+    """Refuses a run whose batch norm would normalise one image at a time.
+
+    Batch norm in training mode subtracts the mean of the images it
+    normalises together: over one image, every output is its offset, the
+    same for any input, so the representation collapses from the first step
+    (BYOL's loss reads 4, the projections' spread 0) whatever the method.
+    The images normalised together are one replica's (`--batch-size` over
+    the replicas), or with `--sync-bn` those of a sync group
+    (`--sync-group-size`, all replicas by default). Every model of
+    `tfsim pretrain` has batch norm (its projector's, and the backbone's but
+    ConvNeXt's).
+
+    Args:
+        args: The run's options.
+        replicas: The replicas of the run.
+
+    Raises:
+        UsageError: When batch norm would see one image, before any work.
+    """
+    per_replica = args.batch_size // replicas
+    group = (args.sync_group_size or replicas) if args.sync_bn else 1
+    if per_replica * group > 1:
+        return
+    if replicas == 1 or args.sync_bn:
+        remedy = f"Use --batch-size {2 * replicas} or more"
+        if args.sync_bn and group < replicas:
+            remedy += ", or a larger --sync-group-size"
+    else:
+        remedy = f"Use --sync-bn (statistics over all {replicas} replicas' images), or " + (
+            f"--batch-size {2 * replicas} or more"
+        )
+    raise UsageError(
+        f"--batch-size {args.batch_size} over {replicas} replica(s) gives batch norm one image "
+        "at a time: normalised over a single image, every output is the layer's offset, so the "
+        f"embeddings collapse from the first step and the run would learn nothing. {remedy}."
+    )
 
 
 def _warn_single_class(data: ImageData) -> None:
