@@ -69,6 +69,11 @@ class DINO(ContrastiveAlgorithm):
         "freeze_last_layer_epochs": 1,
         "clip_grad": 3.0,
     }
+    # The teacher temperature warms up over 30 of the paper's 100 or more epochs: a third.
+    warmup_fraction = 0.3
+    paper = "Caron et al., 2021"
+    prevents_collapse = "the teacher's outputs are centred and sharpened"
+    across_replicas = "the centre is a moving mean over the global batch (one all-reduce)"
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.DINOLoss()
@@ -110,6 +115,14 @@ class DINO(ContrastiveAlgorithm):
             name=name,
         )
 
+    def options_in_epochs(self, options: dict[str, Any]) -> dict[str, Any]:
+        keys = ("warmup_teacher_temperature_epochs", "freeze_last_layer_epochs")
+        return {key: options[key] for key in keys if options[key] > 0}
+
+    def run_options(self, epochs: int) -> dict[str, Any]:
+        """The teacher temperature warmed up over `warmup_fraction` of a run of `epochs`."""
+        return {"warmup_teacher_temperature_epochs": int(self.warmup_fraction * epochs)}
+
     def monitor_names(self) -> tuple[str, ...]:
         return ("teacher_entropy",)
 
@@ -142,7 +155,9 @@ class DINO(ContrastiveAlgorithm):
     ) -> Forward:
         step = model.optimizer.iterations if model.optimizer is not None else 0
         t1, t2 = self.teacher_project(model, view1, view2, training)
-        teacher = tf.stack([t1, t2], axis=1)
+        # Centring and the low temperature magnify float16's rounding: both run in float32.
+        dtype = keras.backend.result_type(t1.dtype, "float32")
+        teacher = tf.cast(tf.stack([t1, t2], axis=1), dtype)
         temperature = tf.cast(self.teacher_temperature(model, step), teacher.dtype)
         center = tf.cast(model.dino_center, teacher.dtype)
         probabilities = losses.dino_teacher_probabilities(teacher, center, temperature)
@@ -219,8 +234,11 @@ def _clip_each(gradients: list, max_norm: float, optimizer: Any) -> list:
     summed = [gradients[i] for i in present]
     if ctx is not None:  # One batched all-reduce of every gradient.
         summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, summed)
-    scale = getattr(optimizer, "dynamic_scale", None)
-    bound = max_norm if scale is None else max_norm * tf.cast(scale, tf.float32)
+    bound = max_norm
+    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        # The scale `scale_loss` used: before its first step the optimizer has no variable yet.
+        scale = optimizer.dynamic_scale if optimizer.built else optimizer.initial_scale
+        bound = max_norm * tf.cast(scale, tf.float32)
     clipped = list(gradients)
     for i, total in zip(present, summed, strict=True):
         norm = tf.norm(total)
