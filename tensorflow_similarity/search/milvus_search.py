@@ -120,7 +120,9 @@ class MilvusSearch(Search):
             `DEFAULT_INDEX_PARAMS` for the index type, else none.
         search_params: The search parameters. Defaults to those of
             `DEFAULT_SEARCH_PARAMS` for the index type, else none.
-        token: A server's access token (`"user:password"`). Defaults to none.
+        token: A server's access token (`"user:password"`). Never saved:
+            `load` reconnects with the token this search was created with.
+            Defaults to none.
         timeout: Seconds to wait for the server on each request. Defaults
             to 10.
         batch_size: Rows per insert and queries per search request.
