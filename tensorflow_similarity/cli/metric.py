@@ -49,13 +49,15 @@ from tensorflow_similarity.losses import (
     CircleLoss,
     MultiSimilarityLoss,
     PNLoss,
+    ProxyAnchorLoss,
+    ProxyNCALoss,
     SoftNearestNeighborLoss,
     SupConLoss,
     TripletLoss,
 )
 from tensorflow_similarity.models.index_mixin import index_path
 
-LOSSES: dict[str, Callable[[], keras.losses.Loss]] = {
+LOSSES: dict[str, Callable[..., keras.losses.Loss]] = {
     "multisimilarity": MultiSimilarityLoss,
     "triplet": TripletLoss,
     "circle": CircleLoss,
@@ -65,7 +67,18 @@ LOSSES: dict[str, Callable[[], keras.losses.Loss]] = {
     # A classification-style loss: trained through a CosineClassifier head of one centre per
     # training class, which the saved embedding model leaves out.
     "arcface": ArcFaceLoss,
+    # Proxy losses: one trained proxy per training class, of the embedding's size (`metric_loss`).
+    "proxyanchor": ProxyAnchorLoss,
+    "proxynca": ProxyNCALoss,
 }
+PROXY_LOSSES = ("proxyanchor", "proxynca")
+
+
+def metric_loss(args: argparse.Namespace, train_classes: int) -> keras.losses.Loss:
+    """Returns the loss of `--algorithm`; a proxy loss gets one proxy per training class."""
+    if args.algorithm in PROXY_LOSSES:
+        return LOSSES[args.algorithm](num_classes=train_classes, embedding_size=args.embedding_size)
+    return LOSSES[args.algorithm]()
 
 
 def balanced_batches(
@@ -186,7 +199,8 @@ def build_models(
         model.compile(optimizer=keras.optimizers.Adam(), loss=None, distance="cosine")
         model.optimizer.build(model.trainable_variables)
     else:
-        model.compile(optimizer=optimizer, loss=LOSSES[args.algorithm](), distance="cosine")
+        loss = metric_loss(args, train_classes)
+        model.compile(optimizer=optimizer, loss=loss, distance="cosine")
         trainer = model
     trainer(tf.zeros((1, size, size, 3)))  # built, so that a backup can be loaded into it
     return model, trainer

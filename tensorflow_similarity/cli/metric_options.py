@@ -18,6 +18,8 @@ SUPERVISED_ALGORITHMS = (
     "softnn",
     "supcon",
     "arcface",
+    "proxyanchor",
+    "proxynca",
 )
 # The supervised job's own defaults (`defaults.DATA_DEFAULTS` has those that depend on the data).
 SUPERVISED_DEFAULTS = {"epochs": 12, "batch_size": 48}

@@ -10,6 +10,7 @@ in test_cli.py.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -25,7 +26,7 @@ from tensorflow_similarity.architectures.registry import BUILDERS
 from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.cli import lookup, main, run_folder
 from tensorflow_similarity.cli.fitting import inference_function
-from tensorflow_similarity.cli.metric import LOSSES, balanced_batches
+from tensorflow_similarity.cli.metric import LOSSES, balanced_batches, metric_loss
 from tensorflow_similarity.cli.metric_options import SUPERVISED_ALGORITHMS
 from tensorflow_similarity.cli.options import resolve_defaults
 from tensorflow_similarity.cli.parser import build_parser
@@ -179,6 +180,15 @@ FAST_ALGORITHMS = ("multisimilarity", "arcface")
 
 def test_every_algorithm_has_a_loss():
     assert set(LOSSES) == set(SUPERVISED_ALGORITHMS)
+
+
+@pytest.mark.parametrize("algorithm", ["proxyanchor", "proxynca"])
+def test_a_proxy_loss_has_one_proxy_per_training_class_of_the_embedding_size(algorithm):
+    args = argparse.Namespace(algorithm=algorithm, embedding_size=16)
+
+    loss = metric_loss(args, 6)
+
+    assert isinstance(loss, LOSSES[algorithm]) and loss.proxies.shape == (6, 16)
 
 
 @pytest.mark.parametrize(
