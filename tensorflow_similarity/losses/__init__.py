@@ -22,10 +22,14 @@ from tensorflow_similarity.losses.mocov3 import MoCoV3Loss
 from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
 from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
 from tensorflow_similarity.losses.pn_loss import PNLoss
+from tensorflow_similarity.losses.proxy_anchor_loss import ProxyAnchorLoss
+from tensorflow_similarity.losses.proxy_loss import ProxyLoss
+from tensorflow_similarity.losses.proxy_nca_loss import ProxyNCALoss
 from tensorflow_similarity.losses.simclr import SimCLRLoss
 from tensorflow_similarity.losses.simsiam import SimSiamLoss
 from tensorflow_similarity.losses.softnn_loss import SoftNearestNeighborLoss
 from tensorflow_similarity.losses.supcon_loss import SupConLoss
+from tensorflow_similarity.losses.swav import SwAVLoss, sinkhorn_knopp
 from tensorflow_similarity.losses.triplet_loss import TripletLoss
 from tensorflow_similarity.losses.vicreg import VicReg, VICRegLoss
 from tensorflow_similarity.losses.xbm_loss import XBM
@@ -43,14 +47,19 @@ __all__ = [
     "MultiNegativesRankLoss",
     "MultiSimilarityLoss",
     "PNLoss",
+    "ProxyAnchorLoss",
+    "ProxyLoss",
+    "ProxyNCALoss",
     "SimCLRLoss",
     "SimSiamLoss",
     "SoftNearestNeighborLoss",
     "SupConLoss",
+    "SwAVLoss",
     "TripletLoss",
     "VICRegLoss",
     "VicReg",
     "XBM",
     "dino_center_update",
     "dino_teacher_probabilities",
+    "sinkhorn_knopp",
 ]
