@@ -160,17 +160,10 @@ class ProxyLoss(MetricLoss):
                 f"and received embeddings of shape {embeddings.shape}. Pass the model's "
                 "embedding size as embedding_size."
             )
-        message = (
-            f"{name} has num_classes={self.num_classes} proxies, for labels in "
-            f"[0, {self.num_classes}), and received a label outside that range. Pass the "
-            "number of classes of the training labels (largest label + 1) as num_classes."
-        )
         if tf.executing_eagerly():
-            values = labels.numpy()
-            if values.size and (values.min() < 0 or values.max() >= self.num_classes):
-                outside = np.unique(values[(values < 0) | (values >= self.num_classes)])
-                raise ValueError(f"{message} Labels outside: {outside[:10].tolist()}.")
+            self.check_labels(labels.numpy())
             return labels, embeddings
+        message = self._labels_message()
         checks = [
             tf.debugging.assert_non_negative(labels, message=message),
             tf.debugging.assert_less(
@@ -179,6 +172,33 @@ class ProxyLoss(MetricLoss):
         ]
         with tf.control_dependencies([c for c in checks if c is not None]):
             return tf.identity(labels), tf.identity(embeddings)
+
+    def check_labels(self, labels: Any) -> None:
+        """Raises `ValueError` unless every label lies in `[0, num_classes)`.
+
+        `SimilarityModel.fit` calls it on labels given as an array, before
+        training; the loss calls it on eager labels and checks graph labels
+        at run time.
+
+        Args:
+            labels: Integer class labels, of any shape.
+
+        Raises:
+            ValueError: Naming the class count and the labels outside it.
+        """
+        values = np.asarray(labels)
+        if not values.size or not np.issubdtype(values.dtype, np.integer):
+            return
+        outside = np.unique(values[(values < 0) | (values >= self.num_classes)])
+        if outside.size:
+            raise ValueError(f"{self._labels_message()} Labels outside: {outside[:10].tolist()}.")
+
+    def _labels_message(self) -> str:
+        return (
+            f"{type(self).__name__} has num_classes={self.num_classes} proxies, for labels in "
+            f"[0, {self.num_classes}), and received a label outside that range. Pass the "
+            "number of classes of the training labels (largest label + 1) as num_classes."
+        )
 
     def proxies_like(self, embeddings: tf.Tensor) -> tf.Tensor:
         """Returns this replica's proxies in the embeddings' computation dtype."""

@@ -207,6 +207,7 @@ class SimilarityModel(IndexMixin, keras.Model):
         # After y, Keras' order is batch_size, epochs, verbose, callbacks.
         args, keywords = fit_arguments(args, 3, callbacks, stop_on_non_finite)
         warn_if_one_class(y)
+        self._check_labels_for_losses(y)
         return super().fit(x, y, *args, **keywords, **kwargs)
 
     def compute_loss(
@@ -266,21 +267,30 @@ class SimilarityModel(IndexMixin, keras.Model):
         so its weights are trained, saved and loaded with the model's. A
         recompile replaces the losses' layers.
         """
-        if isinstance(loss, dict):
-            losses = list(loss.values())
-        elif isinstance(loss, (list, tuple)):
-            losses = list(loss)
-        else:
-            losses = [loss]
         layers = [
             each.weights_layer
-            for each in losses
+            for each in _each_loss(loss)
             if isinstance(getattr(each, "weights_layer", None), keras.layers.Layer)
         ]
         if hasattr(self, "_loss_weight_layers"):
             del self._loss_weight_layers
         if layers:
             self._loss_weight_layers = layers
+
+    def _check_labels_for_losses(self, y: Any) -> None:
+        """Lets a compiled loss that bounds the labels (`check_labels`) refuse them before fit.
+
+        A proxy loss has one proxy per class, so a label past its class
+        count is an error; labels given as an array or tensor are checked
+        here, on the host, before anything is traced or trained (labels in
+        a dataset are checked by the loss, before it computes).
+        """
+        if y is None or isinstance(y, (dict, list, tuple)) or not hasattr(y, "__array__"):
+            return
+        for each in _each_loss(getattr(self, "loss", None)):
+            check = getattr(each, "check_labels", None)
+            if callable(check):
+                check(y)
 
     def _auto_distance(
         self, distance: Distance | str, loss: Any, embedding_output: int | None
@@ -340,3 +350,12 @@ class SimilarityModel(IndexMixin, keras.Model):
         if not hasattr(self, "inputs") or len(self.inputs) != 1:
             return None
         return tuple(self.inputs[0].shape[1:])
+
+
+def _each_loss(loss: Any) -> list[Any]:
+    """The losses of a `compile(loss=...)` argument: one, or those of a list or dict."""
+    if isinstance(loss, dict):
+        return list(loss.values())
+    if isinstance(loss, (list, tuple)):
+        return list(loss)
+    return [loss]

@@ -235,8 +235,9 @@ def proxy_anchor_loss(labels, x, proxies, margin, alpha):
         negatives = [i for i in range(len(x)) if labels[i] != p]
         if positives:
             with_positives += 1
-            pulled += _log1p_sum_exp([-alpha * (s[i] - margin) for i in positives])
-        pushed += _log1p_sum_exp([alpha * (s[i] + margin) for i in negatives])
+            # log(1 + sum e^v) as a log-sum-exp with e^0: no overflow at any alpha.
+            pulled += _logsumexp([0.0, *(-alpha * (s[i] - margin) for i in positives)])
+        pushed += _logsumexp([0.0, *(alpha * (s[i] + margin) for i in negatives)])
     return (pulled / with_positives if with_positives else 0.0) + pushed / len(proxies)
 
 

@@ -75,14 +75,13 @@ def test_proxy_nca_terms_match_the_reference_per_sample():
     np.testing.assert_allclose(loss(labels, x).numpy(), expected, rtol=1e-12, atol=1e-12)
 
 
-def test_proxy_anchor_stays_finite_where_exponentials_overflow():
+def test_proxy_anchor_is_exact_where_its_exponentials_overflow():
     labels, x = _inputs(2)
+    # e^(2000 * 1.1) overflows float64; the sums shifted by their largest exponent do not.
     loss = _anchor(alpha=2000.0)
-    expected = metric_reference.proxy_anchor_loss(labels, x, loss.proxies.numpy(), 0.1, 1.0)
-    value = float(loss(labels, x))
-    # e^(2000 * 1.1) overflows float64; the shifted sums do not. The reference at alpha 1
-    # only shows the value is not the overflowed one.
-    assert np.isfinite(value) and value > expected
+    expected = metric_reference.proxy_anchor_loss(labels, x, loss.proxies.numpy(), 0.1, 2000.0)
+
+    np.testing.assert_allclose(float(loss(labels, x)), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("make", [_anchor, _nca], ids=["anchor", "nca"])
@@ -193,3 +192,13 @@ def test_proxies_train_save_load_and_keep_training_with_a_similarity_model(make,
     assert any(w is restored for w in loaded.trainable_weights)
     loaded.fit(x, y, batch_size=12, epochs=1, verbose=0)
     assert np.abs(restored.numpy() - trained).max() > 1e-4
+
+
+def test_fit_refuses_labels_past_the_class_count_before_training(monkeypatch):
+    inputs = keras.Input((5,))
+    model = SimilarityModel(inputs, MetricEmbedding(8)(inputs))
+    model.compile("sgd", loss=ProxyNCALoss(CLASSES, 8))
+    monkeypatch.setattr(keras.Model, "fit", pytest.fail)
+
+    with pytest.raises(ValueError, match=r"num_classes=6 proxies.*Labels outside: \[6, 7\]"):
+        model.fit(np.zeros((8, 5), "float32"), np.arange(8), verbose=0)
