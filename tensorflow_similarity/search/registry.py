@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorflow_similarity.distances import Distance
+from tensorflow_similarity.search.faiss_ondisk_search import FaissOnDiskSearch
 from tensorflow_similarity.search.faiss_search import FaissSearch
 from tensorflow_similarity.search.linear_search import LinearSearch
 from tensorflow_similarity.search.milvus_search import MilvusSearch
@@ -13,6 +14,7 @@ from tensorflow_similarity.search.search import Search
 SEARCH_NAMES: dict[str, type[Search]] = {
     "linear": LinearSearch,
     "faiss": FaissSearch,
+    "faiss_ondisk": FaissOnDiskSearch,
     "milvus": MilvusSearch,
 }
 
