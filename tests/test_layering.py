@@ -136,3 +136,19 @@ def test_layers_imports_first_in_a_fresh_interpreter():
         cwd=PACKAGE.parent,
     )
     assert result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+# What a method may use of the model is `MethodContext`: the algorithms import none of the
+# modules that make the model, even for type hints.
+MODEL_MODULES = ("contrastive", "contrastive_model", "contrastive_step", "teacher", "factory")
+
+
+def test_the_algorithms_never_import_the_model():
+    algorithms = PACKAGE / "models" / "algorithms"
+    wrong = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}"
+        for path in sorted(algorithms.rglob("*.py"))
+        for line, module in imports_of(path)
+        if module.split(".")[1:3] in (["models", name] for name in MODEL_MODULES)
+    ]
+    assert wrong == []

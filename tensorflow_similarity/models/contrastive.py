@@ -6,20 +6,18 @@ import warnings
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int
-from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
-from tensorflow_similarity.l2_normalize import l2_normalize
-from tensorflow_similarity.models.accumulation import group_micro_batches, split_micro_batches
-from tensorflow_similarity.models.algorithms import Forward, get_algorithm
+from tensorflow_similarity.models.accumulation import group_micro_batches
+from tensorflow_similarity.models.algorithms import get_algorithm
 from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
-from tensorflow_similarity.models.non_finite import fit_arguments, nan_unless_finite
+from tensorflow_similarity.models.contrastive_step import ContrastiveStepMixin
+from tensorflow_similarity.models.non_finite import fit_arguments
 from tensorflow_similarity.models.teacher import MomentumTeacherMixin
-from tensorflow_similarity.models.view_pairs import is_stacked_pair, pack_view_pairs, split_crops
+from tensorflow_similarity.models.view_pairs import is_stacked_pair, pack_view_pairs
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 
@@ -27,7 +25,7 @@ __all__ = ["ContrastiveModel"]
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
-class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
+class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
     """A backbone trained self-supervised on two views, with global-batch semantics.
 
     `fit` takes either pairs of views `(view1, view2)` or batches of images plus an
@@ -210,7 +208,8 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
         self.teacher_projector = None
         if method.has_teacher:
             self._create_teacher()
-        method.create_state(self)
+        self._method_state = {}
+        method.create_state(self._method_context(create=True))
         self._default_loss = method.default_loss()
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.proj_std_tracker = keras.metrics.Mean(name="proj_std")
@@ -232,6 +231,21 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
             return
         inputs = getattr(self.backbone, "inputs", None)
         self.build(tuple(inputs[0].shape) if inputs else None)
+
+    @property
+    def method_state(self) -> dict[str, keras.Variable]:
+        """The algorithm's own variables by name (DINO's `dino_center`), saved with the model.
+
+        Each also reads as an attribute of the model (`model.dino_center`).
+        """
+        return dict(self._method_state)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when no attribute has the name: the method's state reads as one.
+        state = self.__dict__.get("_method_state") or {}
+        if name in state:
+            return state[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def metrics(self) -> list[keras.metrics.Metric]:
@@ -351,104 +365,8 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
         """`keras.Model.evaluate`, with view pairs packed as in `fit`."""
         return super().evaluate(pack_view_pairs(x, self._image_rank()), *args, **kwargs)
 
-    def micro_batch_gradients(self, data: Any) -> tuple[list, tf.Tensor, Forward]:
-        """The gradients of one batch's share of an optimizer step, applying nothing.
-
-        What `train_step` sums over its `accumulation_steps` batches: the
-        gradients of this replica's share of the batch's loss divided by
-        `accumulation_steps` (plus the regularisation losses likewise),
-        with respect to `trainable_variables`. Batch norms in training mode
-        update their moving statistics; nothing else changes.
-
-        Args:
-            data: One batch, as `fit` gives it (see `split_views`).
-
-        Returns:
-            `(gradients, share, forward)`: the gradients, this replica's share
-            of the batch's loss (not divided by `accumulation_steps`), and the
-            algorithm's `Forward`.
-        """
-        view1, view2, local_views = self._views(data)
-        replicas = tf.cast(_num_replicas(), tf.float32)
-        parts = 1.0 / self.accumulation_steps
-        with tf.GradientTape() as tape:
-            # This replica's share of the global loss: Keras losses already divide by
-            # the number of replicas, so the optimizer's sum over replicas is the whole.
-            forward = self._forward(view1, view2, local_views, training=True)
-            share = nan_unless_finite(forward.loss, (view1, view2), self.weights)
-            total = share
-            if self.losses:
-                regularization = tf.add_n([tf.cast(x, tf.float32) for x in self.losses])
-                total = total + regularization / replicas
-            total = total * parts
-            if self.optimizer is not None:
-                total = self.optimizer.scale_loss(total)
-        gradients = tape.gradient(total, self.trainable_variables)
-        return gradients, share, forward
-
-    def train_step(self, data):
-        variables = self.trainable_variables
-        replicas = tf.cast(_num_replicas(), tf.float32)
-        summed, statistics = None, None
-        for part in split_micro_batches(data, self.accumulation_steps):
-            gradients, share, forward = self.micro_batch_gradients(part)
-            summed = gradients if summed is None else _add_all(summed, gradients)
-            statistics = _add_statistics(statistics, forward.statistics)
-            logs = self._update_metrics(share * replicas, forward)
-        summed = self._method.adjust_gradients(self, summed, variables)
-        self.optimizer.apply_gradients(zip(summed, variables, strict=True))
-        self._method.after_update(self, statistics)
-        return logs
-
-    def test_step(self, data):
-        view1, view2, local_views = self._views(data)
-        forward = self._forward(view1, view2, local_views, training=False)
-        return self._update_metrics(forward.loss * tf.cast(_num_replicas(), tf.float32), forward)
-
     def _image_rank(self) -> int | None:
         return len(self.backbone.inputs[0].shape) if self.backbone.inputs else None
-
-    def _views(self, data):
-        view1, view2, local_views = split_crops(data, self._image_rank(), self.augmenter)
-        if local_views is not None and not self._method.uses_local_crops:
-            raise ValueError(
-                f"{self._method.display_name} takes two views per image, but the batches "
-                f"hold {local_views.shape[1]} local crops too. Only methods that use "
-                "multi-crop (DINO) take them: make two views, e.g. with n_local=0."
-            )
-        return view1, view2, local_views
-
-    def encode_views(self, view1, view2, network: keras.Model, training: bool) -> tuple:
-        """Runs `network` on both views: as one batch with `concat_views`, else one call each.
-
-        The algorithms' forward passes (`models.algorithms`) call it for each
-        network in turn.
-        """
-        if self._views_concatenated:
-            both = network(tf.concat([view1, view2], axis=0), training=training)
-            return tf.split(both, 2, axis=0)
-        return network(view1, training=training), network(view2, training=training)
-
-    def _forward(self, view1, view2, local_views, training) -> Forward:
-        loss = self.loss if self.loss is not None else self._default_loss
-        crops = {"local_views": local_views} if self._method.uses_local_crops else {}
-        forward = self._method.forward(self, view1, view2, loss, training, **crops)
-        return forward._replace(loss=tf.cast(forward.loss, tf.float32))
-
-    def _update_metrics(self, loss, forward: Forward):
-        self.loss_tracker.update_state(loss)
-        self.proj_std_tracker.update_state(_normalised_std(forward.projection))
-        if forward.prediction is not None and self.pred_std_tracker is not None:
-            self.pred_std_tracker.update_state(_normalised_std(forward.prediction))
-        monitors = forward.monitors or {}
-        for tracker in self.monitor_trackers:
-            tracker.update_state(monitors[tracker.name])
-        results = {m.name: m.result() for m in self.metrics}
-        if _multi_worker():
-            # Keras 3 reduces logs across workers with `reduce(MEAN, axis=0)`, which
-            # fails on scalars (keras-team/keras#20585): give each a batch axis.
-            results = {name: tf.reshape(value, [1]) for name, value in results.items()}
-        return results
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -498,43 +416,3 @@ class ContrastiveModel(MomentumTeacherMixin, BackboneIndexMixin, keras.Model):
 def _steps_per_epoch(args: tuple, kwargs: dict) -> int | None:
     """`fit`'s `steps_per_epoch`, by keyword or at position 11 of the arguments after `x`."""
     return args[11] if len(args) > 11 else kwargs.get("steps_per_epoch")
-
-
-def _add_all(a: list, b: list) -> list:
-    return [x if y is None else y if x is None else x + y for x, y in zip(a, b, strict=True)]
-
-
-def _add_statistics(total: dict | None, more: dict | None) -> dict | None:
-    if more is None:
-        return total
-    if total is None:
-        return dict(more)
-    return {key: total[key] + value for key, value in more.items()}
-
-
-def _multi_worker() -> bool:
-    strategy = tf.distribute.get_strategy()
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return False
-    return strategy.cluster_resolver.cluster_spec().num_tasks("worker") > 1
-
-
-def _num_replicas() -> int:
-    ctx = tf.distribute.get_replica_context()
-    return ctx.num_replicas_in_sync if ctx is not None else 1
-
-
-def _normalised_std(x: tf.Tensor) -> tf.Tensor:
-    """The collapse monitor of `x`'s rows over the global batch (one all-reduce).
-
-    The mean over dimensions of each dimension's (population) standard
-    deviation of the L2-normalised rows, from the global count, sums and sums
-    of squares, so that it is the single-device figure of the global batch.
-    """
-    x = l2_normalize(tf.cast(tf.stop_gradient(x), tf.float32), axis=-1)
-    count = tf.cast(tf.shape(x)[:1], tf.float32)
-    sums = global_sum(tf.concat([count, tf.reduce_sum(x, 0), tf.reduce_sum(tf.square(x), 0)], 0))
-    count, first, second = sums[0], sums[1:][: tf.shape(x)[1]], sums[1:][tf.shape(x)[1] :]
-    mean = first / tf.maximum(count, 1.0)
-    variance = tf.maximum(second / tf.maximum(count, 1.0) - tf.square(mean), 0.0)
-    return tf.reduce_mean(tf.sqrt(variance))

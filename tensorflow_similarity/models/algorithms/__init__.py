@@ -7,6 +7,7 @@ installed package declares its methods under the entry-point group
 """
 
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
+from tensorflow_similarity.models.algorithms.context import STATISTIC_RULES, MethodContext
 from tensorflow_similarity.models.algorithms.registry import (
     ENTRY_POINT_GROUP,
     algorithm_names,
@@ -30,11 +31,13 @@ from tensorflow_similarity.models.algorithms.dino import DINO
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "STATISTIC_RULES",
     "BYOL",
     "DINO",
     "BarlowTwins",
     "ContrastiveAlgorithm",
     "Forward",
+    "MethodContext",
     "MoCoV3",
     "SimCLR",
     "SimSiam",

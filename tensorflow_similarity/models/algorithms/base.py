@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import keras
 import tensorflow as tf
 
 from tensorflow_similarity import augmenters
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
+from tensorflow_similarity.models.algorithms.context import MethodContext
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec, build_predictor, mlp_projector
 from tensorflow_similarity.models.momentum import assign_on_every_replica
-
-if TYPE_CHECKING:  # The driver imports this module; it is named here for the hints only.
-    from tensorflow_similarity.models.contrastive import ContrastiveModel
 
 
 class Forward(NamedTuple):
@@ -24,8 +23,10 @@ class Forward(NamedTuple):
         projection: The first view's projection, for the `proj_std` monitor.
         prediction: The first view's prediction, for `pred_std`, or `None`.
         statistics: A dict of tensors, identical on every replica, that the
-            step sums over its micro-batches and hands to `after_update`
-            (DINO's sums of teacher outputs for its centre), or `None`.
+            step combines over its micro-batches, each by its rule in the
+            method's `statistic_rules`, and hands to `after_update` once per
+            optimizer step (DINO's sums of teacher outputs for its centre),
+            or `None`.
         monitors: A dict of scalar collapse monitors, each the global
             batch's figure, logged under their names (see
             `ContrastiveAlgorithm.monitor_names`), or `None`.
@@ -46,13 +47,17 @@ class ContrastiveAlgorithm:
     `register_algorithm`; `ContrastiveModel(..., algorithm=name)` and
     `create_contrastive_model(backbone, name)` then find it by `name`, and a
     saved model records only that name. The instances are stateless: the
-    networks and their variables belong to the model. Everything the
+    networks and the method's own variables belong to the model. Everything the
     command line and the docs know of a method is declared here too: its
     default views (`photograph_views`, `glyph_views`), its options for a run
     of a given length (`run_options`), its predictor's ratio, its monitors
     (`monitor_names`) and its row in the docs' table of methods (`paper`,
     `prevents_collapse`, `across_replicas`); `tfsim pretrain --algorithm`
     offers every registered method.
+
+    The method sees the model only through a `MethodContext`, which every
+    hook takes: the networks, the options, the optimizer's step and the
+    method's own variables (`context.state`, made in `create_state`).
 
     The defaults: a projector built from `projector` (see `build_projector`),
     no predictor, and a forward pass that minimises the loss of the two
@@ -83,6 +88,12 @@ class ContrastiveAlgorithm:
         option_defaults: The method's own options and their defaults (DINO's
             teacher temperatures, ...), set per model with
             `algorithm_options`.
+        statistic_rules: How the step combines each `Forward.statistics`
+            entry over the micro-batches of an optimizer step: `"sum"` adds
+            them (DINO's sums), `"concat"` concatenates them along their first
+            axis in micro-batch order, so that rows gathered over the replicas
+            come in the order of the step's global batch (a queue's keys).
+            An entry without a rule is refused.
         paper: The paper, as the docs' table of methods cites it
             (`"Chen et al., 2020"`).
         prevents_collapse: What keeps the embeddings from collapsing, for
@@ -102,6 +113,7 @@ class ContrastiveAlgorithm:
     base_momentum: ClassVar[float | None] = None
     uses_local_crops: ClassVar[bool] = False
     option_defaults: ClassVar[dict[str, Any]] = {}
+    statistic_rules: ClassVar[Mapping[str, str]] = {}
     paper: ClassVar[str] = ""
     prevents_collapse: ClassVar[str] = ""
     across_replicas: ClassVar[str] = ""
@@ -202,33 +214,38 @@ class ContrastiveAlgorithm:
         """Names of the extra collapse monitors `forward` returns in `Forward.monitors`."""
         return ()
 
-    def create_state(self, model: ContrastiveModel) -> None:
-        """Adds the method's own variables to `model` (DINO's centre); none by default."""
-        del model
+    def create_state(self, context: MethodContext) -> None:
+        """Creates the method's own variables with `context.add_state`; none by default.
 
-    def adjust_gradients(self, model: ContrastiveModel, gradients: list, variables: list) -> list:
+        Called once, when the model is made (and again when it is loaded, whose
+        saved values then replace the initial ones). DINO's centre:
+        `context.add_state("dino_center", (prototypes,))`.
+        """
+        del context
+
+    def adjust_gradients(self, context: MethodContext, gradients: list, variables: list) -> list:
         """Returns the step's gradients as the optimizer should apply them; as given by default.
 
         Called once per optimizer step, in the replica context, on this
         replica's summed gradients, before `apply_gradients`.
         """
-        del model, variables
+        del context, variables
         return gradients
 
-    def after_update(self, model: ContrastiveModel, statistics: dict[str, Any] | None) -> None:
+    def after_update(self, context: MethodContext, statistics: dict[str, Any] | None) -> None:
         """Runs after each optimizer step: moves the teacher towards the student.
 
         The default, for a method with a teacher, sets each teacher weight to
-        `m * teacher + (1 - m) * student` with `m = model.teacher_momentum()`,
+        `m * teacher + (1 - m) * student` with `m = context.teacher_momentum()`,
         on every replica (`models.momentum.assign_on_every_replica`).
-        `statistics` are the `Forward.statistics` summed over the step's
-        micro-batches.
+        `statistics` are the step's `Forward.statistics`, each combined over
+        its micro-batches by its `statistic_rules` rule.
         """
         del statistics
         if not self.has_teacher:
             return
-        momentum = model.teacher_momentum()
-        teachers, students = model.teacher_pairs()
+        momentum = context.teacher_momentum()
+        teachers, students = context.teacher_pairs()
         values = [
             tf.cast(momentum, t.dtype) * t + tf.cast(1.0 - momentum, t.dtype) * s
             for t, s in zip(teachers, students, strict=True)
@@ -326,13 +343,13 @@ class ContrastiveAlgorithm:
             )
 
     def forward(
-        self, model: ContrastiveModel, view1: Any, view2: Any, loss: Any, training: bool
+        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
     ) -> Forward:
-        """Runs the two views through `model`'s networks and applies `loss` to them.
+        """Runs the two views through the context's networks and applies `loss` to them.
 
         Args:
-            model: The `ContrastiveModel` (its `backbone`, `projector`,
-                `predictor`, and `encode_views`, which applies its
+            context: The model's `MethodContext` (its `backbone`, `projector`,
+                `predictor`, and `encode_views`, which applies the model's
                 `concat_views` choice).
             view1: The first views of the batch.
             view2: The second views.
@@ -344,20 +361,20 @@ class ContrastiveAlgorithm:
             A `Forward`: this replica's share of the loss and the monitored
             outputs.
         """
-        z1, z2 = self.project(model, view1, view2, training)
-        if model.predictor is not None:
-            return self.prediction_forward(model, z1, z2, loss, training)
+        z1, z2 = self.project(context, view1, view2, training)
+        if context.predictor is not None:
+            return self.prediction_forward(context, z1, z2, loss, training)
         return Forward(loss(z1, z2), z1)
 
     @staticmethod
-    def project(model: ContrastiveModel, view1: Any, view2: Any, training: bool) -> tuple:
+    def project(context: MethodContext, view1: Any, view2: Any, training: bool) -> tuple:
         """Returns the two views' projections: the backbone, then the projector."""
-        h1, h2 = model.encode_views(view1, view2, model.backbone, training)
-        return model.encode_views(h1, h2, model.projector, training)
+        h1, h2 = context.encode_views(view1, view2, context.backbone, training)
+        return context.encode_views(h1, h2, context.projector, training)
 
     @staticmethod
     def teacher_project(
-        model: ContrastiveModel, view1: Any, view2: Any, training: bool = True
+        context: MethodContext, view1: Any, view2: Any, training: bool = True
     ) -> tuple:
         """Returns the teacher's projections of the two views, without gradient.
 
@@ -365,27 +382,27 @@ class ContrastiveAlgorithm:
         do: its batch norms normalise with the batch's statistics (the global
         batch's when synchronised) and update their own moving statistics.
         """
-        h1, h2 = model.encode_views(view1, view2, model.teacher_backbone, training)
-        t1, t2 = model.encode_views(h1, h2, model.teacher_projector, training)
+        h1, h2 = context.encode_views(view1, view2, context.teacher_backbone, training)
+        t1, t2 = context.encode_views(h1, h2, context.teacher_projector, training)
         return tf.stop_gradient(t1), tf.stop_gradient(t2)
 
     def teacher_prediction_forward(
-        self, model: ContrastiveModel, view1: Any, view2: Any, loss: Any, training: bool
+        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
     ) -> Forward:
         """BYOL's and MoCo v3's pass: each view's prediction against the teacher's other view.
 
         `loss(t2, p1) + loss(t1, p2)`, with `p` the student's predictions and
         `t` the teacher's projections (no gradient).
         """
-        z1, z2 = self.project(model, view1, view2, training)
-        p1, p2 = model.encode_views(z1, z2, model.predictor, training)
-        t1, t2 = self.teacher_project(model, view1, view2, training)
+        z1, z2 = self.project(context, view1, view2, training)
+        p1, p2 = context.encode_views(z1, z2, context.predictor, training)
+        t1, t2 = self.teacher_project(context, view1, view2, training)
         return Forward(loss(t2, p1) + loss(t1, p2), z1, p1)
 
     @staticmethod
     def prediction_forward(
-        model: ContrastiveModel, z1: Any, z2: Any, loss: Any, training: bool
+        context: MethodContext, z1: Any, z2: Any, loss: Any, training: bool
     ) -> Forward:
         """SimSiam's symmetric loss: each view's prediction regresses the other's projection."""
-        p1, p2 = model.encode_views(z1, z2, model.predictor, training)
+        p1, p2 = context.encode_views(z1, z2, context.predictor, training)
         return Forward(0.5 * (loss(z2, p1) + loss(z1, p2)), z1, p1)

@@ -12,6 +12,7 @@ from tensorflow_similarity import losses
 from tensorflow_similarity.collectives import global_sum, sync_replica_context
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
+from tensorflow_similarity.models.algorithms.context import MethodContext
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.dino_head import WeightNormalizedDense, build_dino_head
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
@@ -30,7 +31,8 @@ class DINO(ContrastiveAlgorithm):
     backbone and head, base momentum 0.996. Forward: the teacher sees the two
     global views, the student those and any multi-crop local views
     (`local_views`, run as one batch); the teacher's outputs are centred by
-    the model's `dino_center` and sharpened by the teacher temperature
+    the method's state `dino_center` (saved with the model as
+    `contrastive_model/dino_center`) and sharpened by the teacher temperature
     (`losses.dino_teacher_probabilities`), and `DINOLoss` (student
     temperature 0.1) averages the cross-entropy over every pair of
     different views. After each optimizer step the centre moves to
@@ -74,6 +76,7 @@ class DINO(ContrastiveAlgorithm):
     paper = "Caron et al., 2021"
     prevents_collapse = "the teacher's outputs are centred and sharpened"
     across_replicas = "the centre is a moving mean over the global batch (one all-reduce)"
+    statistic_rules = {"teacher_sums": "sum"}
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.DINOLoss()
@@ -126,18 +129,16 @@ class DINO(ContrastiveAlgorithm):
     def monitor_names(self) -> tuple[str, ...]:
         return ("teacher_entropy",)
 
-    def create_state(self, model: Any) -> None:
-        prototypes = model.projector.outputs[0].shape[-1]
-        model.dino_center = model.add_weight(
-            name="dino_center", shape=(prototypes,), initializer="zeros", trainable=False
-        )
+    def create_state(self, context: MethodContext) -> None:
+        # The name keeps the centre's saved path, `contrastive_model/dino_center`.
+        context.add_state("dino_center", (context.projector.outputs[0].shape[-1],))
 
-    def teacher_temperature(self, model: Any, step: Any) -> tf.Tensor:
+    def teacher_temperature(self, context: MethodContext, step: Any) -> tf.Tensor:
         """The teacher temperature at optimizer step `step` (linear warm-up, then constant)."""
-        options = model.algorithm_options
+        options = context.options
         start, end = options["warmup_teacher_temperature"], options["teacher_temperature"]
         warmup = tf.cast(options["warmup_teacher_temperature_epochs"], tf.float64) * tf.cast(
-            model.steps_per_epoch, tf.float64
+            context.steps_per_epoch, tf.float64
         )
         progress = tf.where(
             warmup > 0, tf.minimum(tf.cast(step, tf.float64) / tf.maximum(warmup, 1.0), 1.0), 1.0
@@ -146,25 +147,24 @@ class DINO(ContrastiveAlgorithm):
 
     def forward(
         self,
-        model: Any,
+        context: MethodContext,
         view1: Any,
         view2: Any,
         loss: Any,
         training: bool,
         local_views: Any = None,
     ) -> Forward:
-        step = model.optimizer.iterations if model.optimizer is not None else 0
-        t1, t2 = self.teacher_project(model, view1, view2, training)
+        t1, t2 = self.teacher_project(context, view1, view2, training)
         # Centring and the low temperature magnify float16's rounding: both run in float32.
         dtype = keras.backend.result_type(t1.dtype, "float32")
         teacher = tf.cast(tf.stack([t1, t2], axis=1), dtype)
-        temperature = tf.cast(self.teacher_temperature(model, step), teacher.dtype)
-        center = tf.cast(model.dino_center, teacher.dtype)
+        temperature = tf.cast(self.teacher_temperature(context, context.step), teacher.dtype)
+        center = tf.cast(context.state["dino_center"], teacher.dtype)
         probabilities = losses.dino_teacher_probabilities(teacher, center, temperature)
-        s1, s2 = self.project(model, view1, view2, training)
+        s1, s2 = self.project(context, view1, view2, training)
         student = [tf.stack([s1, s2], axis=1)]
         if local_views is not None:
-            student.append(self._local_logits(model, local_views, training))
+            student.append(self._local_logits(context, local_views, training))
         student = tf.concat(student, axis=1)
         value = loss(probabilities, student)
         rows = tf.cast(tf.shape(teacher)[0] * 2, teacher.dtype)
@@ -175,39 +175,39 @@ class DINO(ContrastiveAlgorithm):
         return Forward(value, s1, None, {"teacher_sums": sums}, monitors)
 
     @staticmethod
-    def _local_logits(model: Any, local_views: Any, training: bool) -> tf.Tensor:
+    def _local_logits(context: MethodContext, local_views: Any, training: bool) -> tf.Tensor:
         """The student's logits `[n, n_local, K]` of the local crops, run as one batch."""
         n_local = local_views.shape[1]
         crops = tf.experimental.numpy.swapaxes(local_views, 0, 1)  # Crop-major, as DINO.
         flat = tf.reshape(crops, tf.concat([[-1], tf.shape(local_views)[2:]], axis=0))
-        logits = model.projector(model.backbone(flat, training=training), training=training)
+        logits = context.projector(context.backbone(flat, training=training), training=training)
         logits = tf.reshape(logits, [n_local, -1, logits.shape[-1]])
         return tf.experimental.numpy.swapaxes(logits, 0, 1)
 
-    def adjust_gradients(self, model: Any, gradients: list, variables: list) -> list:
-        options = model.algorithm_options
-        frozen = {id(v) for v in _prototype_weights(model.projector)}
+    def adjust_gradients(self, context: MethodContext, gradients: list, variables: list) -> list:
+        options = context.options
+        frozen = {id(v) for v in _prototype_weights(context.projector)}
         freeze_steps = tf.cast(options["freeze_last_layer_epochs"], tf.int64) * tf.cast(
-            model.steps_per_epoch, tf.int64
+            context.steps_per_epoch, tf.int64
         )
-        frozen_now = tf.cast(model.optimizer.iterations, tf.int64) < freeze_steps
+        frozen_now = tf.cast(context.step, tf.int64) < freeze_steps
         gradients = [
             tf.where(frozen_now, tf.zeros_like(g), g) if g is not None and id(v) in frozen else g
             for g, v in zip(gradients, variables, strict=True)
         ]
         if options["clip_grad"] > 0:
-            gradients = _clip_each(gradients, options["clip_grad"], model.optimizer)
+            gradients = _clip_each(gradients, options["clip_grad"], context.optimizer)
         return gradients
 
-    def after_update(self, model: Any, statistics: dict[str, Any] | None) -> None:
+    def after_update(self, context: MethodContext, statistics: dict[str, Any] | None) -> None:
         sums = statistics["teacher_sums"]
         mean = sums[:-1] / tf.maximum(sums[-1], 1.0)
-        center = model.dino_center
+        center = context.state["dino_center"]
         new_center = losses.dino_center_update(
-            tf.cast(center, mean.dtype), mean, model.algorithm_options["center_momentum"]
+            tf.cast(center, mean.dtype), mean, context.options["center_momentum"]
         )
         assign_on_every_replica([center], [new_center])
-        super().after_update(model, statistics)
+        super().after_update(context, statistics)
 
 
 def _prototype_weights(projector: keras.Model) -> list:

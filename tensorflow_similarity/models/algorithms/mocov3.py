@@ -8,6 +8,7 @@ import keras
 
 from tensorflow_similarity import losses
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
+from tensorflow_similarity.models.algorithms.context import MethodContext
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
@@ -42,5 +43,7 @@ class MoCoV3(ContrastiveAlgorithm):
     def default_loss(self) -> keras.losses.Loss:
         return losses.MoCoV3Loss()
 
-    def forward(self, model: Any, view1: Any, view2: Any, loss: Any, training: bool) -> Forward:
-        return self.teacher_prediction_forward(model, view1, view2, loss, training)
+    def forward(
+        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
+    ) -> Forward:
+        return self.teacher_prediction_forward(context, view1, view2, loss, training)

@@ -8,6 +8,7 @@ import keras
 
 from tensorflow_similarity import augmenters, losses
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
+from tensorflow_similarity.models.algorithms.context import MethodContext
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
@@ -41,6 +42,8 @@ class SimSiam(ContrastiveAlgorithm):
     def default_loss(self) -> keras.losses.Loss:
         return losses.SimSiamLoss()
 
-    def forward(self, model: Any, view1: Any, view2: Any, loss: Any, training: bool) -> Forward:
-        z1, z2 = self.project(model, view1, view2, training)
-        return self.prediction_forward(model, z1, z2, loss, training)
+    def forward(
+        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
+    ) -> Forward:
+        z1, z2 = self.project(context, view1, view2, training)
+        return self.prediction_forward(context, z1, z2, loss, training)
