@@ -30,6 +30,8 @@ from tensorflow_similarity.losses import (
     MultiNegativesRankLoss,
     MultiSimilarityLoss,
     PNLoss,
+    ProxyAnchorLoss,
+    ProxyNCALoss,
     SimCLRLoss,
     SimSiamLoss,
     SoftNearestNeighborLoss,
@@ -42,6 +44,7 @@ from tensorflow_similarity.testing import assert_replica_parity, replica_parity,
 F64 = {"dtype": "float64"}
 BATCH, DIM, CLASSES = 24, 5, 4
 
+_SEEDED = keras.initializers.RandomNormal(seed=7)
 # Parameters keep every term active (no hinge at 0, no saturated softmax).
 TWO_VIEW = {
     "simsiam": lambda **kw: SimSiamLoss(**F64, **kw),
@@ -75,8 +78,16 @@ METRIC = {
     "xbm": lambda **kw: XBM(MultiSimilarityLoss(**F64), memory_size=64, **F64, **kw),
     "function": lambda **kw: MetricLoss(_spread, distance="sql2", **F64, **kw),
     "arcface": lambda **kw: ArcFaceLoss(scale=4.0, **F64, **kw),
+    # One proxy more than the classes drawn: a proxy with no sample in the batch. A seeded
+    # initializer gives every copy from the config the same proxies.
+    "proxyanchor": lambda **kw: ProxyAnchorLoss(
+        CLASSES + 1, DIM, alpha=4.0, proxy_initializer=_SEEDED, **F64, **kw
+    ),
+    "proxynca": lambda **kw: ProxyNCALoss(
+        CLASSES + 1, DIM, temperature=0.5, proxy_initializer=_SEEDED, **F64, **kw
+    ),
 }
-STATISTICS = {"barlow", "vicreg"}
+STATISTICS = {"barlow", "vicreg", "proxyanchor"}
 
 
 @keras.saving.register_keras_serializable(package="SimilarityTests")
