@@ -103,6 +103,24 @@ def test_the_parity_check_sees_proxy_anchor_counting_on_each_replica_alone(monke
     assert wrong.value_error > 1e-3 and wrong.gradient_error > 1e-3
 
 
+class _ProxyGradientTimesReplicas(ProxyNCALoss):
+    """The right value and embedding gradients, the proxies' gradient K times too large."""
+
+    def proxies_like(self, embeddings):
+        proxies = super().proxies_like(embeddings)
+        k = tf.distribute.get_replica_context().num_replicas_in_sync
+        return k * proxies - tf.stop_gradient((k - 1) * proxies)
+
+
+def test_the_parity_check_compares_the_gradients_of_the_proxies():
+    labels, x = _inputs(3)
+    loss = _ProxyGradientTimesReplicas(CLASSES, DIM, temperature=0.5, **SEEDED)
+
+    (wrong,) = replica_parity(loss, labels, x, replicas=(2,))
+
+    assert wrong.value_error < 1e-12 and wrong.gradient_error > 1e-3
+
+
 def test_labels_past_the_class_count_are_refused_before_any_work():
     labels, x = _inputs()
     bad = labels.copy()
