@@ -10,8 +10,14 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tensorflow_similarity.testing import count_collectives
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import (
+    assert_config_round_trip,
+    assert_layer_parity,
+    count_collectives,
+    mirrored_strategy,
+    run_local_workers,
+    run_on_replicas,
+)
 
 # Both ways of combining the replicas' statistics must be exact.
 EXCHANGE_PATHS = ["reduce", "gather"]
@@ -52,6 +58,15 @@ def build_sync(shape, values, strategy=None, axis=-1, **kwargs):
         return create()
 
 
+def build_plain(shape, values, **kwargs):
+    """Keras' BatchNormalization, built, holding `values`."""
+    layer = keras.layers.BatchNormalization(**kwargs)
+    layer.build(shape)
+    for name, value in values.items():
+        getattr(layer, name).assign(value.astype("float32"))
+    return layer
+
+
 def reference_step(layer, x, upstream, mask=None):
     """Single-device forward + gradients of sum(y * upstream) w.r.t. x, gamma, beta."""
     x = tf.constant(x)
@@ -78,15 +93,6 @@ def distributed_step(layer, strategy, xs, upstreams, masks=None, unknown_batch=F
     (as in `fit` on a dataset with a partial last batch), not the static one.
     """
 
-    def per_replica(values):
-        return strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group])
-        )
-
-    inputs = (per_replica(xs), per_replica(upstreams))
-    if masks is not None:
-        inputs += (per_replica(masks),)
-
     def step(x, upstream, mask=None):
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -97,14 +103,15 @@ def distributed_step(layer, strategy, xs, upstreams, masks=None, unknown_batch=F
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
         return y, tape.gradient(loss, [x, *affine_params(layer)])
 
-    run = tf.function(lambda *args: strategy.run(step, args=args))
-    y, grads = run(*inputs)
-    local = strategy.experimental_local_results
-    y = np.concatenate([t.numpy() for t in local(y)])
-    dx = np.concatenate([t.numpy() for t in local(grads[0])])
+    inputs = [np.concatenate(xs), np.concatenate(upstreams)]
+    if masks is not None:
+        inputs.append(np.concatenate(masks))
+    run = run_on_replicas(step, inputs, [len(x) for x in xs], strategy=strategy)
+    y = run.concatenated(lambda result: result[0])
+    dx = run.concatenated(lambda result: result[1][0])
     # The optimizer sums parameter gradients over replicas.
-    dparams = [sum(t.numpy() for t in local(g)) for g in grads[1:]]
-    return y, [dx, *dparams], run.get_concrete_function(*inputs)
+    dparams = run.summed(lambda result: result[1][1:])
+    return y, [dx, *dparams], run.function
 
 
 def assert_parity(sync, ref, y, grads, y_ref, grads_ref, rtol=RTOL, atol=ATOL):
@@ -120,6 +127,21 @@ def assert_parity(sync, ref, y, grads, y_ref, grads_ref, rtol=RTOL, atol=ATOL):
     )
 
 
+def check_parity(x, sizes, upstream, mask=None, axis=-1, exchange="auto", **kwargs):
+    """`assert_layer_parity` of a SyncBatchNormalization against Keras' on one device."""
+    _, values = make_pair(x.shape, axis=axis, **kwargs)
+    return assert_layer_parity(
+        lambda: build_sync(x.shape, values, axis=axis, exchange=exchange, **kwargs),
+        x,
+        sizes,
+        upstream=upstream,
+        mask=mask,
+        reference_factory=lambda: make_pair(x.shape, axis=axis, **kwargs)[0],
+        rtol=RTOL,
+        atol=ATOL,
+    )
+
+
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
 @pytest.mark.parametrize("num_replicas", [1, 2, 4, 8])
 def test_parity_with_single_device_global_batch(num_replicas, exchange):
@@ -127,17 +149,11 @@ def test_parity_with_single_device_global_batch(num_replicas, exchange):
     rng = np.random.default_rng(num_replicas)
     x = rng.normal(2.0, 3.0, size=(num_replicas * per_replica, *shape)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, momentum=0.7)
-    y_ref, grads_ref = reference_step(ref, x, upstream)
-
-    strategy = mirrored_strategy(num_replicas)
-    sync = build_sync(x.shape, values, strategy, momentum=0.7, exchange=exchange)
     sizes = [per_replica] * num_replicas
-    y, grads, fn = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    parity = check_parity(x, sizes, upstream, momentum=0.7, exchange=exchange)
     # One packed all-reduce forward and one backward per replica; none with one replica.
     expected = 2 * num_replicas if num_replicas > 1 else 0
-    assert count_collectives(fn) == expected
+    assert count_collectives(parity.function) == expected
 
 
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
@@ -157,16 +173,8 @@ def test_parity_any_rank_and_axis(shape, axis, exchange):
     rng = np.random.default_rng(1)
     x = rng.normal(-1.0, 2.0, size=(num_replicas * per_replica, *shape)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, axis=axis, momentum=0.5, epsilon=1e-2)
-    y_ref, grads_ref = reference_step(ref, x, upstream)
-
-    strategy = mirrored_strategy(num_replicas)
-    sync = build_sync(
-        x.shape, values, strategy, axis=axis, momentum=0.5, epsilon=1e-2, exchange=exchange
-    )
     sizes = [per_replica] * num_replicas
-    y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    check_parity(x, sizes, upstream, axis=axis, momentum=0.5, epsilon=1e-2, exchange=exchange)
 
 
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
@@ -175,12 +183,7 @@ def test_parity_without_center_or_scale(center, scale, exchange):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(8, 3, 4)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, center=center, scale=scale)
-    y_ref, grads_ref = reference_step(ref, x, upstream)
-    strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, center=center, scale=scale, exchange=exchange)
-    y, grads, _ = distributed_step(sync, strategy, split(x, [4, 4]), split(upstream, [4, 4]))
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    check_parity(x, [4, 4], upstream, center=center, scale=scale, exchange=exchange)
 
 
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
@@ -216,13 +219,9 @@ def test_unequal_and_empty_replica_batches(exchange):
     rng = np.random.default_rng(4)
     x = rng.normal(1.0, 2.0, size=(sum(sizes), 4, 5)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, momentum=0.6)
-    y_ref, grads_ref = reference_step(ref, x, upstream)
-    strategy = mirrored_strategy(4)
-    sync = build_sync(x.shape, values, strategy, momentum=0.6, exchange=exchange)
-    y, grads, _ = distributed_step(sync, strategy, split(x, sizes), split(upstream, sizes))
-    assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    parity = check_parity(x, sizes, upstream, momentum=0.6, exchange=exchange)
+    assert np.all(np.isfinite(parity.outputs))
+    assert all(np.all(np.isfinite(g)) for g in parity.gradients)
 
 
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)
@@ -265,19 +264,12 @@ def test_mask_counts_only_unmasked_positions_across_replicas(exchange):
     mask = rng.uniform(size=(8, 6)) > 0.4
     mask[2] = False  # a sample with no unmasked step
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, momentum=0.5)
-    y_ref, grads_ref = reference_step(ref, x, upstream, mask=mask)
-    strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, momentum=0.5, exchange=exchange)
-    sizes = [4, 4]
-    y, grads, _ = distributed_step(
-        sync, strategy, split(x, sizes), split(upstream, sizes), split(mask, sizes)
-    )
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    _, values = make_pair(x.shape, momentum=0.5)
+    parity = check_parity(x, [4, 4], upstream, mask=mask, momentum=0.5, exchange=exchange)
     # The mask changes the statistics: without it the moving mean would differ.
     unmasked_mean = x.reshape(-1, 5).mean(axis=0)
     assert not np.allclose(
-        sync.moving_mean.numpy(), 0.5 * values["moving_mean"] + 0.5 * unmasked_mean
+        parity.moving["moving_mean"], 0.5 * values["moving_mean"] + 0.5 * unmasked_mean
     )
 
 
@@ -396,18 +388,9 @@ def test_no_collective_outside_synchronised_training(mode):
     if mode == "frozen":
         sync.trainable = False
         ref.trainable = False
-    halves = split(x, [2, 2])
-    inputs = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.constant(halves[ctx.replica_id_in_sync_group])
-    )
-
-    @tf.function
-    def run(x):
-        return strategy.run(lambda x: sync(x, training=training), args=(x,))
-
-    y = run(inputs)
-    assert count_collectives(run.get_concrete_function(inputs)) == 0
-    got = np.concatenate([t.numpy() for t in strategy.experimental_local_results(y)])
+    run = run_on_replicas(lambda x: sync(x, training=training), x, [2, 2], strategy=strategy)
+    assert count_collectives(run.function) == 0
+    got = run.concatenated()
     np.testing.assert_allclose(got, ref(x, training=training).numpy(), rtol=1e-6, atol=1e-6)
 
 
@@ -472,8 +455,8 @@ def test_config_round_trip():
     )
     config = layer.get_config()
     assert config["group_size"] == 2 and "synchronized" not in config
-    clone = SyncBatchNormalization.from_config(config)
-    assert clone.get_config() == config
+    x = np.random.default_rng(0).normal(size=(4, 6, 3)).astype("float32")
+    assert_config_round_trip(layer, x, training=True)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert isinstance(restored, SyncBatchNormalization) and restored.get_config() == config
 
@@ -512,11 +495,9 @@ def test_keras_file_round_trip(tmp_path, in_scope):
 def test_multi_worker_mirrored_strategy_matches_single_device(tmp_path):
     from pathlib import Path
 
-    from tests.distributed import run_local_workers as run_workers
-
     sizes = [3, 5]
     script = Path(__file__).with_name("mwms_sync_bn_worker.py")
-    run_workers(script, len(sizes), [str(tmp_path), ",".join(map(str, sizes))], timeout=240)
+    run_local_workers(script, len(sizes), [str(tmp_path), ",".join(map(str, sizes))], timeout=240)
 
     rng = np.random.default_rng(0)
     x = rng.normal(1.5, 2.0, size=(sum(sizes), 4, 5)).astype("float32")
@@ -723,19 +704,21 @@ def test_non_finite_moving_mean_leaves_training_outputs_finite(moving_mean, exch
     x = np.array([[1, 2], [3, 5], [0, 1], [2, 4]], "float32")
     upstream = np.arange(8, dtype="float32").reshape(4, 2) - 3.0
     values = {"moving_mean": np.array(moving_mean), "moving_variance": np.array([1.0, 2.0])}
-    ref = keras.layers.BatchNormalization(momentum=0.5)
-    ref.build(x.shape)
-    for name, value in values.items():
-        getattr(ref, name).assign(value.astype("float32"))
-    y_ref, grads_ref = reference_step(ref, x, upstream)
+    y_ref, _ = reference_step(build_plain(x.shape, values, momentum=0.5), x, upstream)
     column = x[:, 0].astype("float64")
     expected = (column - column.mean()) / np.sqrt(column.var() + 1e-3)
     np.testing.assert_allclose(y_ref[:, 0], expected, rtol=1e-5)  # the Keras reference is sane
-    strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, momentum=0.5, exchange=exchange)
-    y, grads, _ = distributed_step(sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]))
-    assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(g)) for g in grads)
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
+    parity = assert_layer_parity(
+        lambda: build_sync(x.shape, values, momentum=0.5, exchange=exchange),
+        x,
+        [2, 2],
+        upstream=upstream,
+        reference_factory=lambda: build_plain(x.shape, values, momentum=0.5),
+        rtol=RTOL,
+        atol=ATOL,
+    )
+    assert np.all(np.isfinite(parity.outputs))
+    assert all(np.all(np.isfinite(g)) for g in parity.gradients)
 
 
 def masked_reference(x, mask):
@@ -763,18 +746,13 @@ def test_mask_values_other_than_one_select_as_in_keras(fill, exchange):
     else:
         mask = np.full((4, 3), fill, "float32")
     upstream = rng.normal(size=x.shape).astype("float32")
-    ref, values = make_pair(x.shape, momentum=0.0)
-    y_ref, grads_ref = reference_step(ref, x, upstream, mask=mask)
+    ref, _ = make_pair(x.shape, momentum=0.0)
+    reference_step(ref, x, upstream, mask=mask)
     mean, variance = masked_reference(x, mask)
     np.testing.assert_allclose(ref.moving_variance.numpy(), variance, rtol=1e-5)
-    strategy = mirrored_strategy(2)
-    sync = build_sync(x.shape, values, strategy, momentum=0.0, exchange=exchange)
-    y, grads, _ = distributed_step(
-        sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]), split(mask, [2, 2])
-    )
-    assert_parity(sync, ref, y, grads, y_ref, grads_ref)
-    np.testing.assert_allclose(sync.moving_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(sync.moving_variance.numpy(), variance, rtol=1e-5)
+    parity = check_parity(x, [2, 2], upstream, mask=mask, momentum=0.0, exchange=exchange)
+    np.testing.assert_allclose(parity.moving["moving_mean"], mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(parity.moving["moving_variance"], variance, rtol=1e-5)
 
 
 @pytest.mark.parametrize("exchange", EXCHANGE_PATHS)

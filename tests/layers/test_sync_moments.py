@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.layers.sync_moments import Moments, cross_replica_moments
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import run_on_replicas
 
 
 def test_moments_fields_are_named_after_what_they_are():
@@ -22,14 +22,8 @@ def test_moments_fields_are_named_after_what_they_are():
 
 def run_moments(xs, group_size, exchange, masks=None):
     """`cross_replica_moments` on each replica's slice; returns each replica's `Moments`."""
-    strategy = mirrored_strategy(len(xs))
     channels = xs[0].shape[-1]
     reference = tf.constant(np.linspace(-1.0, 1.0, channels), tf.float32)
-
-    def per_replica(values):
-        return strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group])
-        )
 
     def step(x, weights=None):
         ctx = tf.distribute.get_replica_context()
@@ -37,11 +31,10 @@ def run_moments(xs, group_size, exchange, masks=None):
             x, 1, weights, ctx, group_size, exchange=exchange, reference=reference
         )
 
-    args = (per_replica(xs),) if masks is None else (per_replica(xs), per_replica(masks))
-    result = tf.function(lambda *a: strategy.run(step, args=a))(*args)
-    assert isinstance(result, Moments)
-    local = [strategy.experimental_local_results(t) for t in result]
-    return [Moments(*(t.numpy() for t in parts)) for parts in zip(*local, strict=True)]
+    inputs = [np.concatenate(xs)] + ([] if masks is None else [np.concatenate(masks)])
+    results = run_on_replicas(step, inputs, [len(x) for x in xs]).results
+    assert all(isinstance(result, Moments) for result in results)
+    return results
 
 
 @pytest.mark.parametrize("exchange", ["reduce", "gather"])
