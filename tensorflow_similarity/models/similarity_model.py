@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator, check_clustering_labels, clustering_metrics
+from tensorflow_similarity.models.cached_embeddings import cached_embedding_step, check_chunk_size
 from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
 from tensorflow_similarity.models.non_finite import (
     fit_arguments,
@@ -44,6 +46,12 @@ class SimilarityModel(IndexMixin, keras.Model):
         outputs: Its output tensor(s): the embeddings (or several outputs,
             then `embedding_output` of `compile` picks one).
         name: The model's name.
+        chunk_size: Keyword-only. `None` (the default) trains as Keras does;
+            an integer trains with cached embeddings: each replica embeds
+            its batch `chunk_size` samples at a time, twice, and never holds
+            more than one chunk's activations, while the loss and every
+            gradient stay those of one pass over the whole batch (see
+            `train_step`). It must divide each replica's batch.
         **kwargs: Other `keras.Model` arguments.
 
     Example:
@@ -68,8 +76,16 @@ class SimilarityModel(IndexMixin, keras.Model):
     """
 
     def __init__(
-        self, inputs: Any = None, outputs: Any = None, name: str | None = None, **kwargs: Any
+        self,
+        inputs: Any = None,
+        outputs: Any = None,
+        name: str | None = None,
+        *,
+        chunk_size: int | None = None,
+        **kwargs: Any,
     ) -> None:
+        # Checked first: a bad chunk_size is refused before any layer is built.
+        chunk_size = check_chunk_size(chunk_size, owner="SimilarityModel")
         if inputs is None and outputs is None:
             # 0.17's subclass style: `super().__init__()`, layers set in the subclass's
             # __init__ and its own `call`. Keras makes a class Functional (for good) when
@@ -87,6 +103,7 @@ class SimilarityModel(IndexMixin, keras.Model):
             super().__init__(inputs, outputs, name=name, **kwargs)
         self._ix = None
         self._index_settings: dict[str, Any] | None = None
+        self.chunk_size = chunk_size
 
     def compile(
         self,
@@ -209,6 +226,107 @@ class SimilarityModel(IndexMixin, keras.Model):
         warn_if_one_class(y)
         self._check_labels_for_losses(y)
         return super().fit(x, y, *args, **keywords, **kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        if self.chunk_size is not None:
+            config["chunk_size"] = self.chunk_size
+        return config
+
+    def train_step(self, data: Any) -> dict[str, Any]:
+        """Keras' training step; with `chunk_size`, the cached-embedding step.
+
+        With `chunk_size=C` each replica splits its batch into chunks of `C`
+        samples (`C` must divide the replica's batch) and runs
+        `cached_embeddings.cached_embedding_step`: it embeds the chunks one
+        after the other without recording gradients, takes the loss
+        (`compute_loss`, on the whole batch's embeddings; a `GlobalBatchLoss`
+        gathers the replicas' embeddings as in one pass) and its gradient
+        with respect to the embeddings and to the loss's own weights (the
+        proxies of `ProxyAnchorLoss`), then embeds each chunk again under a
+        tape and backpropagates its rows of that gradient. For a model whose
+        embedding of a sample depends on that sample alone, the loss, every
+        gradient and so the optimizer's step are those of one pass over the
+        batch, on one device and across replicas.
+
+        Non-trainable state (seed states, moving statistics) is restored
+        between the passes, so that dropout and Keras' random layers draw
+        the same values in both. Batch normalisation normalises each chunk
+        with that chunk's statistics (the replica's chunk; with
+        `SyncBatchNormalization`, the replicas' chunks together) and updates
+        its moving statistics once per chunk, in order.
+
+        The loss must be a function of the labels and the embeddings: a
+        model that adds losses in its forward pass (`activity_regularizer`,
+        `add_loss` in `call`) is refused, because each pass holds one
+        chunk's activations only. Weight regularisation is fine.
+
+        Raises:
+            ValueError: When the forward pass adds losses, or `chunk_size`
+                does not divide a static replica batch (both when the step
+                is traced, before it runs).
+            tf.errors.InvalidArgumentError: When `chunk_size` does not
+                divide a replica batch known at run time (before any chunk
+                runs).
+        """
+        if self.chunk_size is None:
+            return super().train_step(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        loss_variables = {
+            id(v) for layer in getattr(self, "_loss_weight_layers", []) for v in layer.variables
+        }
+        state = [v for v in self.non_trainable_variables if id(v) not in loss_variables]
+        values = {}
+
+        def embed(chunk: Any) -> Any:
+            embeddings = self(chunk, training=True)
+            self._refuse_forward_losses()
+            return embeddings
+
+        def loss_fn(y_pred: Any) -> tf.Tensor:
+            loss = self.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
+            values["loss"] = loss
+            return self.optimizer.scale_loss(loss) if self.optimizer is not None else loss
+
+        variables = self.trainable_variables
+        step = cached_embedding_step(
+            embed, x, loss_fn, self.chunk_size, variables, state=state, owner=self.name
+        )
+        # Keras' own train_step updates this tracker (Keras scales the loss of each
+        # replica by 1 / replicas, so the tracker gets it unscaled).
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        loss = values["loss"]
+        self._loss_tracker.update_state(
+            loss * tf.cast(replicas, loss.dtype),
+            sample_weight=tf.shape(tf.nest.flatten(x)[0])[0],
+        )
+        pairs = [(g, v) for g, v in zip(step.gradients, variables, strict=True) if g is not None]
+        self.optimizer.apply_gradients(pairs)
+        return self.compute_metrics(x, y, step.embeddings, sample_weight=sample_weight)
+
+    def _refuse_forward_losses(self) -> None:
+        """Raises when the last forward pass added losses besides weight regularisation."""
+        regularized = sum(
+            1 for v in self.trainable_weights if getattr(v, "regularizer", None) is not None
+        )
+        added = len(self.losses) - regularized
+        if added > 0:
+            layers = [
+                layer.name
+                for layer in _nested_layers(self)
+                if getattr(layer, "activity_regularizer", None) is not None
+            ]
+            named = f" (activity_regularizer on {', '.join(layers)})" if layers else ""
+            raise ValueError(
+                f"{self.name!r} has chunk_size={self.chunk_size}, and its forward pass adds "
+                f"{added} loss(es){named}. Cached embeddings take the loss of the labels and "
+                "the embeddings only: a loss of the model's activations has no value on one "
+                "chunk's activations that adds up to the batch's. Remove the activity "
+                "regularizer or add_loss (weight regularizers are fine), or train without "
+                "chunk_size."
+            )
 
     def compute_loss(
         self,
@@ -359,3 +477,13 @@ def _each_loss(loss: Any) -> list[Any]:
     if isinstance(loss, (list, tuple)):
         return list(loss)
     return [loss]
+
+
+def _nested_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers of `model` and of the models among them, depth first."""
+    found = []
+    for layer in model.layers:
+        found.append(layer)
+        if isinstance(layer, keras.Model):
+            found.extend(_nested_layers(layer))
+    return found
