@@ -505,7 +505,7 @@ def calibrate_in_chunks(
     """
     target_labels = np.asarray(target_labels).reshape(-1)
     right = np.zeros(num_queries, bool)
-    derived = np.zeros(num_queries, np.float64)
+    derived: np.ndarray | None = None
     distinct = []
     for chunk in chunks:
         distances = rounded_distances(chunk.distances, DISTANCE_ROUNDING)
@@ -515,6 +515,9 @@ def calibrate_in_chunks(
             chunk.labels,
             matcher_distances(distances, DISTANCE_ROUNDING),
         )
+        if derived is None:
+            # The matcher's own distance type: float32 for the built-in ones.
+            derived = np.zeros(num_queries, outcomes[1].dtype)
         right[chunk.queries], derived[chunk.queries] = outcomes
     thresholds = np.unique(np.concatenate(distinct))
     matcher.compile(distance_thresholds=thresholds)
