@@ -3,7 +3,9 @@
 Everything here runs in a `tf.distribute` replica context (or is the identity
 without one). Each helper issues exactly one collective (an `all_reduce` or one
 batched `all_gather`), so a caller can count its collectives; `gather_with_owner`
-and `gather_keys` issue one per dtype among their tensors.
+and `gather_keys` issue one per dtype among their tensors. In a traced graph an
+`all_reduce` is one op per replica, and an `all_gather` two (`MirroredStrategy`
+first gathers the replicas' row counts, which may differ, then the rows).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ A collective is an op that moves tensor data between replicas: TensorFlow's
 `Nccl*` ops. Two op types share the `Collective` prefix but carry no data:
 `CollectiveAssignGroupV2` (which replicas form a group) and
 `CollectiveInitializeCommunicator` (communicator set-up). They are set-up ops
-and are not counted, so a count is the number of data exchanges a step makes,
-the number a trace-time counter around `ReplicaContext.all_reduce` or
-`all_gather` sees.
+and are not counted, so a count is the number of data exchanges a step makes:
+one op per `ReplicaContext.all_reduce` and replica, two per `all_gather` and
+replica (the replicas' row counts, then the rows).
 
 Example:
 

@@ -192,12 +192,17 @@ def run_on_replicas(
         step = tf.function(step)
     output = step(distributed)
     local = strategy.experimental_local_results
-    per_leaf = [
-        [None] * len(sizes) if leaf is None else [t.numpy() for t in local(leaf)]
-        for leaf in tf.nest.flatten(output)
-    ]
+    per_leaf = [_per_replica(leaf, local, len(sizes)) for leaf in tf.nest.flatten(output)]
     results = [
         tf.nest.pack_sequence_as(output, [leaf[i] for leaf in per_leaf]) for i in range(len(sizes))
     ]
     function = step.get_concrete_function(distributed) if traced else None
     return ReplicaRun(results, sizes, function)
+
+
+def _per_replica(leaf: Any, local: Callable[[Any], tuple[Any, ...]], replicas: int) -> list[Any]:
+    if leaf is None:
+        return [None] * replicas
+    values = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in local(leaf)]
+    # A value that is not per replica (a constant every replica returned) is each one's.
+    return values * replicas if len(values) == 1 else values
