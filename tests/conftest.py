@@ -2,7 +2,7 @@
 
 The logical devices must exist before TensorFlow initialises its runtime, so
 this runs at import time, before any test module touches TensorFlow. The
-strategies over them are in `tests/distributed.py`.
+strategies over them come from `tensorflow_similarity.testing.mirrored_strategy`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
-"""Test tooling for distribution: strategies over the logical CPUs that conftest.py creates.
+"""Deprecated: import these from `tensorflow_similarity.testing`, where they are documented.
 
-`tests/conftest.py` splits the CPU into 8 logical devices before TensorFlow
-starts; `mirrored_strategy(k)` (from `tensorflow_similarity.testing`) is the
-one `MirroredStrategy` over the first `k` of them in this process.
-Multi-process tests use `tensorflow_similarity.testing.run_local_workers`.
+A thin re-export kept while test files still import it; new tests import
+`tensorflow_similarity.testing` directly (`mirrored_strategy(k)`,
+`run_on_replicas`, `run_local_workers`, ...).
 """
 
 from __future__ import annotations
 
-from tensorflow_similarity.testing import mirrored_strategy, run_local_workers
+from tensorflow_similarity.testing import (
+    assert_layer_parity,
+    mirrored_strategy,
+    run_local_workers,
+    run_on_replicas,
+)
 
-__all__ = ["mirrored_strategy", "run_local_workers"]
+__all__ = ["assert_layer_parity", "mirrored_strategy", "run_local_workers", "run_on_replicas"]

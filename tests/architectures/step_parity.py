@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layer_walk import all_layers
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 # (sync_bn, replicas per batch-norm group) at 4 replicas, and their test ids.
 SYNC_VARIANTS = [(False, 1), (True, 4), (GroupSyncBatchNorm(2), 2)]

@@ -10,13 +10,13 @@ import pytest
 from tensorflow_similarity.architectures import BackboneSim
 from tensorflow_similarity.distribute import GroupSyncBatchNorm
 from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.architectures.step_parity import (
     SYNC_IDS,
     SYNC_VARIANTS,
     assert_step_matches_single_device,
     batch_norm_layers,
 )
-from tests.distributed import mirrored_strategy
 
 
 def keras_cv_backbone() -> keras.Model:

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.callbacks import KNNAccuracy, knn_accuracy
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 # The package re-exports the function under the module's name.
 knn_module = importlib.import_module("tensorflow_similarity.callbacks.knn_accuracy")

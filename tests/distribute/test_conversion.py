@@ -19,7 +19,7 @@ from tensorflow_similarity.distribute import (
 )
 from tensorflow_similarity.layer_walk import walk_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 # Keys that differ between the two classes' configs by design.
 BN_ONLY_KEYS = ("synchronized", "renorm", "renorm_clipping", "renorm_momentum")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tensorflow_similarity.layers import SyncBatchNormalization, recompute_batch_norm_statistics
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 EPSILON = 1e-3
 

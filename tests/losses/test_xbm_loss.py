@@ -14,7 +14,7 @@ from tensorflow_similarity.losses import (
     MultiSimilarityLoss,
     TripletLoss,
 )
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.losses import metric_reference
 
 INNER = {

@@ -12,7 +12,7 @@ from sklearn.model_selection import train_test_split
 from tensorflow_similarity.augmenters import simsiam_augmenter
 from tensorflow_similarity.callbacks import knn_accuracy
 from tensorflow_similarity.models import create_contrastive_model
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 SIZE = 16
 # Digits carry no colour and flipping changes their meaning: crops only.

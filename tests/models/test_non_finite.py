@@ -15,7 +15,7 @@ from tensorflow_similarity.layers.sync_batch_norm import SyncBatchNormalization
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.models import SimilarityModel, create_contrastive_model
 from tensorflow_similarity.models.non_finite import nan_unless_finite
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 SHAPE = (6, 6, 2)
 BATCH = 8

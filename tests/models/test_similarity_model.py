@@ -10,7 +10,7 @@ from tensorflow_similarity.architectures import BackboneSim
 from tensorflow_similarity.losses import MultiSimilarityLoss, PNLoss, TripletLoss
 from tensorflow_similarity.models import ContrastiveModel, SimilarityModel, create_contrastive_model
 from tensorflow_similarity.retrieval_metrics import RecallAtK
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 SHAPE = (6,)
 

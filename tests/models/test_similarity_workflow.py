@@ -11,8 +11,8 @@ from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.models import SimilarityModel
 from tensorflow_similarity.retrieval_metrics import RecallAtK
+from tensorflow_similarity.testing import mirrored_strategy
 from tensorflow_similarity.types import CalibrationResults, Lookup
-from tests.distributed import mirrored_strategy
 
 EMBEDDING = 16
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.samplers import MultiShotMemorySampler, Sampler, select_examples
 from tensorflow_similarity.samplers import multi_shot_memory_sampler as module
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.samplers.balance import assert_balanced, labelled_set
 
 COUNTS = {0: 9, 1: 6, 2: 8, 3: 5, 4: 7, 5: 6}

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.samplers import TFDataSampler
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.samplers.balance import assert_balanced, labelled_set
 
 # Seven classes: a batch of 3 classes does not divide them (0.18 repeated a class then).

@@ -9,8 +9,8 @@ from tensorflow_similarity.testing import (
     graph_op_types,
     is_collective,
     is_setup_op,
+    mirrored_strategy,
 )
-from tests.distributed import mirrored_strategy
 
 
 def _all_reduce(x, instance_key):

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tensorflow_similarity import training_metrics
 from tensorflow_similarity.losses import TripletLoss
+from tensorflow_similarity.testing import mirrored_strategy
 from tensorflow_similarity.training_metrics import DistanceGapMetric, DistanceMetric
-from tests.distributed import mirrored_strategy
 
 
 def pairwise(embeddings, distance):
