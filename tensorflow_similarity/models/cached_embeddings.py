@@ -166,10 +166,15 @@ def cached_embedding_step(
     moving statistics once per chunk, in chunk order, as `batch /
     chunk_size` smaller batches would.
 
-    The chunks run in a `tf.while_loop` (the first one before it, so that the
-    embeddings' structure and dtype are known), so a batch whose size is only
-    known at run time works, and each chunk's activations are freed when its
-    iteration ends.
+    The chunks run one after the other: each chunk's rows are taken once the
+    previous chunk is done, so its activations are freed before the next
+    chunk's exist. A batch whose size is known when the step is traced runs
+    its chunks as one unrolled sequence; one known only at run time runs them
+    in a `tf.while_loop` (the first chunk before it, for the embeddings'
+    structure), in which `tf.distribute` allows no synchronisation: under a
+    strategy, a model that synchronises in its forward pass
+    (`SyncBatchNormalization`) needs batches of a static size (a dataset
+    batched with `drop_remainder=True`).
 
     Args:
         embed: Embeds one chunk: a function of a nest of `[chunk_size, ...]`
@@ -235,29 +240,48 @@ def cached_embedding_step(
         return tf.nest.pack_sequence_as(inputs, parts)
 
     saved = [tf.identity(v) for v in state]
+    structure = []
+
+    def embed_chunk(i: Any, after: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        # A chunk's rows are sliced once the previous chunk's results exist, so the
+        # graph never runs two chunks at once (which would hold both's activations).
+        with tf.control_dependencies(list(after) or None):
+            chunk = rows(i)
+        embeddings = embed(chunk)
+        structure[:] = [embeddings]
+        return tf.nest.flatten(embeddings)
 
     # Pass 1: embeddings only. Nothing records gradients here (the caller holds no
-    # tape), and stop_gradient makes sure even under an outer tape.
-    first = tf.nest.map_structure(tf.stop_gradient, embed(rows(0)))
-    flat_first = tf.nest.flatten(first)
-    arrays = [
-        tf.TensorArray(e.dtype, size=chunks - 1, element_shape=e.shape, infer_shape=True)
-        for e in flat_first
-    ]
+    # tape), and stop_gradient makes sure of it even under an outer tape.
+    if isinstance(chunks, int):
+        parts: list[list[tf.Tensor]] = []
+        for i in range(chunks):
+            flat = embed_chunk(i, parts[-1] if parts else [])
+            parts.append([tf.stop_gradient(e) for e in flat])
+        flat_embeddings = [tf.concat(list(column), axis=0) for column in zip(*parts, strict=True)]
+    else:
+        first = [tf.stop_gradient(e) for e in embed_chunk(0, [])]
+        arrays = [
+            tf.TensorArray(e.dtype, size=chunks - 1, element_shape=e.shape, infer_shape=True)
+            for e in first
+        ]
 
-    def embed_rest(i, arrays):
-        flat = tf.nest.flatten(embed(rows(i)))
-        written = [a.write(i - 1, tf.stop_gradient(e)) for a, e in zip(arrays, flat, strict=True)]
-        return i + 1, written
+        def embed_rest(i, arrays):
+            flat = embed_chunk(i, [])
+            return i + 1, [
+                a.write(i - 1, tf.stop_gradient(e)) for a, e in zip(arrays, flat, strict=True)
+            ]
 
-    _, arrays = tf.while_loop(lambda i, _: i < chunks, embed_rest, (tf.constant(1), arrays))
-    flat_embeddings = [
-        tf.concat([e, tf.reshape(a.stack(), [-1, *e.shape[1:]])], axis=0)
-        for e, a in zip(flat_first, arrays, strict=True)
-    ]
-    embeddings = tf.nest.pack_sequence_as(first, flat_embeddings)
+        _, arrays = tf.while_loop(
+            lambda i, _: i < chunks, embed_rest, (tf.constant(1), arrays), parallel_iterations=1
+        )
+        flat_embeddings = [
+            tf.concat([e, tf.reshape(a.stack(), [-1, *e.shape[1:]])], axis=0)
+            for e, a in zip(first, arrays, strict=True)
+        ]
+    embeddings = tf.nest.pack_sequence_as(structure[0], flat_embeddings)
 
-    with tf.GradientTape(watch_accessed_variables=True) as tape:
+    with tf.GradientTape() as tape:
         tape.watch(flat_embeddings)
         loss = loss_fn(embeddings)
     found = tape.gradient(loss, [*flat_embeddings, *variables])
@@ -265,7 +289,6 @@ def cached_embedding_step(
         tf.zeros_like(e) if g is None else tf.convert_to_tensor(g)
         for e, g in zip(flat_embeddings, found[: len(flat_embeddings)], strict=True)
     ]
-    loss_grads = found[len(flat_embeddings) :]
 
     # Pass 2 starts from the state pass 1 started from (a tf.function orders the
     # assignments before pass 2's reads of the same variables).
@@ -273,9 +296,9 @@ def cached_embedding_step(
         variable.assign(value)
     reached = [False] * len(variables)
 
-    def backpropagate(i, sums):
+    def backpropagate(i: Any, sums: list[tf.Tensor], after: Sequence[tf.Tensor]):
         with tf.GradientTape() as chunk_tape:
-            flat = tf.nest.flatten(embed(rows(i)))
+            flat = embed_chunk(i, after)
         start = i * chunk_size
         upstream = [g[start : start + chunk_size] for g in embedding_grads]
         grads = chunk_tape.gradient(flat, variables, output_gradients=upstream)
@@ -286,14 +309,23 @@ def cached_embedding_step(
             else:
                 reached[k] = True
                 added.append(total + tf.convert_to_tensor(g))
-        return i + 1, added
+        return added
 
-    zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
-    _, sums = tf.while_loop(lambda i, _: i < chunks, backpropagate, (tf.constant(0), zeros))
+    sums = [tf.zeros(v.shape, v.dtype) for v in variables]
+    if isinstance(chunks, int):
+        for i in range(chunks):
+            sums = backpropagate(i, sums, sums if i else [])
+    else:
+        _, sums = tf.while_loop(
+            lambda i, _: i < chunks,
+            lambda i, sums: (i + 1, backpropagate(i, sums, [])),
+            (tf.constant(0), sums),
+            parallel_iterations=1,
+        )
     gradients = []
-    for k, (loss_grad, total) in enumerate(zip(loss_grads, sums, strict=True)):
-        parts = ([total] if reached[k] else []) + (
+    for k, (loss_grad, total) in enumerate(zip(found[len(flat_embeddings) :], sums, strict=True)):
+        terms = ([total] if reached[k] else []) + (
             [] if loss_grad is None else [tf.convert_to_tensor(loss_grad)]
         )
-        gradients.append(tf.add_n(parts) if parts else None)
+        gradients.append(tf.add_n(terms) if terms else None)
     return CachedStep(loss=loss, embeddings=embeddings, gradients=gradients)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.losses import MultiNegativesRankLoss, ProxyAnchorLoss, SupConLoss
 from tensorflow_similarity.models import SimilarityModel
 from tensorflow_similarity.models.cached_embeddings import cached_embedding_step, chunk_count
@@ -93,17 +94,25 @@ def assert_same(got, expected):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), **TOL)
 
 
+def dynamic_batch(fn, model, y):
+    """`fn(model, x, y)` traced for batches of any size: its chunks run in a while loop."""
+    spec = tf.TensorSpec([None, FEATURES], tf.float64)
+    return tf.function(lambda x: fn(model, x, y), input_signature=[spec])(tf.constant(X))
+
+
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_loss_and_gradients_equal_one_pass(loss):
     model = build(loss)
     y = LOSSES[loss][1]
     expected = tf.function(one_pass)(model, X, y)
     assert_same(tf.function(cached)(model, X, y), expected)
+    assert_same(dynamic_batch(cached, model, y), expected)
     if loss == "proxyanchor":  # The proxies get their gradient from the loss alone.
         assert model.trainable_variables[-1].shape == (CLASSES, EMBEDDING)
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
+# SupCon across replicas is test_fit_step_equals_one_pass[2]'s.
+@pytest.mark.parametrize("loss", ["multineg", "proxyanchor"])
 def test_two_replicas_in_chunks_equal_one_pass(loss):
     reference = build(loss)
     y = LOSSES[loss][1]
@@ -132,47 +141,55 @@ def test_fit_step_equals_one_pass(replicas):
     assert not np.allclose(expected_weights[0], build("supcon").get_weights()[0])  # It stepped.
 
 
-def test_dropout_draws_the_same_values_in_both_passes():
+@pytest.mark.parametrize("batch", [BATCH, None], ids=["static", "dynamic"])
+def test_dropout_draws_the_same_values_in_both_passes(batch):
     model = build("supcon", middle=keras.layers.Dropout(0.5, seed=1))
 
-    @tf.function
-    def both():
+    @tf.function(input_signature=[tf.TensorSpec([batch, FEATURES], tf.float64)])
+    def both(x):
         start = [tf.identity(v) for v in model.non_trainable_variables]
-        got = cached(model, X, LABELS)
+        got = cached(model, x, LABELS)
         after = [tf.identity(v) for v in model.non_trainable_variables]
         for v, s in zip(model.non_trainable_variables, start, strict=True):
             v.assign(s)
         # The reference holds every chunk's activations under one tape.
         with tf.GradientTape() as tape:
             z = tf.concat(
-                [model(X[i : i + CHUNK], training=True) for i in range(0, BATCH, CHUNK)], 0
+                [model(x[i : i + CHUNK], training=True) for i in range(0, BATCH, CHUNK)], 0
             )
-            loss = model.compute_loss(x=X, y=LABELS, y_pred=z, training=True)
+            loss = model.compute_loss(x=x, y=LABELS, y_pred=z, training=True)
         grads = tape.gradient(loss, model.trainable_variables)
         return got, (loss, grads), after, [tf.identity(v) for v in model.non_trainable_variables]
 
-    got, expected, after, reference_after = both()
-    assert_same(got, expected)
-    # The seed advanced once per chunk, as in the reference, not twice.
-    for a, b in zip(after, reference_after, strict=True):
-        np.testing.assert_array_equal(a, b)
+    for _ in range(2):  # The second time the seeds go on from where the first left them.
+        got, expected, after, reference_after = both(tf.constant(X))
+        assert_same(got, expected)
+        # The seed advanced once per chunk, as in the reference, not twice.
+        for a, b in zip(after, reference_after, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
-def batch_norm_reference(model, x, y, loss):
-    """Per-chunk batch norm written out: each chunk normalised by its own statistics."""
+def batch_norm_reference(model, x, y, loss, groups=None):
+    """Per-chunk batch norm written out: each chunk normalised by its own statistics.
+
+    `groups` lists the rows of each chunk (by default 8 consecutive rows); the
+    embeddings stay in the batch's order.
+    """
     dense1, bn, dense2 = (layer for layer in model.layers if layer.weights)
+    groups = groups or [list(range(i, i + CHUNK)) for i in range(0, BATCH, CHUNK)]
     with tf.GradientTape() as tape:
         h = tf.tanh(x @ dense1.kernel + dense1.bias)
         chunks, means, variances = [], [], []
-        for i in range(0, BATCH, CHUNK):
-            part = h[i : i + CHUNK]
+        for rows in groups:
+            part = tf.gather(h, rows)
             mean = tf.reduce_mean(part, 0)
             variance = tf.reduce_mean((part - mean) ** 2, 0)
             normal = (part - mean) / tf.sqrt(variance + bn.epsilon)
             chunks.append(normal * bn.gamma + bn.beta)
             means.append(mean)
             variances.append(variance)
-        z = tf.concat(chunks, 0) @ dense2.kernel + dense2.bias
+        order = np.argsort(np.concatenate(groups))
+        z = tf.gather(tf.concat(chunks, 0), order) @ dense2.kernel + dense2.bias
         value = loss(y, z)
     grads = tape.gradient(value, model.trainable_variables)
     moving_mean, moving_variance = bn.moving_mean.numpy(), bn.moving_variance.numpy()
@@ -188,9 +205,39 @@ def test_batch_norm_normalises_each_chunk_and_updates_once_per_chunk():
     expected, (moving_mean, moving_variance) = batch_norm_reference(
         model, tf.constant(X), LABELS, SupConLoss(temperature=0.5)
     )
-    assert_same(tf.function(cached)(model, X, LABELS), expected)
-    np.testing.assert_allclose(bn.moving_mean.numpy(), moving_mean, **TOL)
-    np.testing.assert_allclose(bn.moving_variance.numpy(), moving_variance, **TOL)
+    start = [v.numpy() for v in model.non_trainable_variables]
+    for run in (tf.function(cached), lambda model, x, y: dynamic_batch(cached, model, y)):
+        for v, value in zip(model.non_trainable_variables, start, strict=True):
+            v.assign(value)
+        assert_same(run(model, X, LABELS), expected)
+        np.testing.assert_allclose(bn.moving_mean.numpy(), moving_mean, **TOL)
+        np.testing.assert_allclose(bn.moving_variance.numpy(), moving_variance, **TOL)
+
+
+def test_sync_batch_norm_normalises_the_replicas_chunks_together():
+    reference = build("supcon", middle=keras.layers.BatchNormalization(momentum=0.5))
+    half = BATCH // 2
+    # Chunk i of the step is replica 0's chunk i with replica 1's chunk i.
+    groups = [
+        [*range(i, i + CHUNK), *range(half + i, half + i + CHUNK)] for i in range(0, half, CHUNK)
+    ]
+    expected, moving = batch_norm_reference(
+        reference, tf.constant(X), LABELS, SupConLoss(temperature=0.5), groups
+    )
+    with mirrored_strategy(2).scope():
+        model = build("supcon", middle=SyncBatchNormalization(momentum=0.5))
+    model.set_weights(reference.get_weights())
+
+    def step(x, y):
+        loss, grads = cached(model, x, y)
+        bn = model.layers[2]
+        return loss, grads, (tf.identity(bn.moving_mean), tf.identity(bn.moving_variance))
+
+    run = run_on_replicas(step, (X, LABELS), sizes=[half, half])
+    assert_same(run.summed(lambda r: r[:2]), expected)
+    for result in run.results:  # Every replica's moving statistics, once per chunk.
+        for got, want in zip(result[2], moving, strict=True):
+            np.testing.assert_allclose(got, want, **TOL)
 
 
 def test_get_config_keeps_chunk_size():
