@@ -98,6 +98,10 @@ SCRIPT_SECTIONS = {
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "index.json": ("benchmark.index", "Search backends"),
     "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),
+    "index_evaluation_memory.json": (
+        "benchmark.index_evaluation_memory",
+        "Index evaluation: peak memory against the number of queries",
+    ),
     "metric_losses.json": (
         "benchmark.metric.losses",
         "Metric losses: global vs per-replica mining",
