@@ -36,11 +36,15 @@ INDEX_FILE = "faiss_ondisk.faiss"
 LISTS_FILE = "faiss_ondisk.ivfdata"
 # The id of a removed row in IDS_FILE: ids are checked never to be this value.
 REMOVED_ID = np.iinfo(np.int64).min
-# Rows added, queries looked up and ids scanned per step: each step's pages of the lists'
-# mapping are released after it, so they bound the resident memory, whatever the index size.
-ADD_CHUNK = 16_384
-QUERY_CHUNK = 32
+# The pages of the lists' file mapping are released each time resident memory grew by this
+# much: they bound the resident memory, whatever the index size.
+RELEASE_BYTES = 16 << 20
+ADD_CHUNK = 65_536
+MAX_QUERY_CHUNK = 256
 ID_CHUNK = 1 << 20
+_PAGE = 4096
+# Reached recall@10 >= 0.95 on 10^6 clustered 128-d embeddings, nlist=4096 (index_scale).
+DEFAULT_NPROBE = 16
 _SUPPORTED = (CosineDistance, InnerProductSimilarity, EuclideanDistance, SquaredEuclideanDistance)
 _MADV_DONTNEED = 4
 
@@ -58,6 +62,40 @@ def _release_pages(invlists: Any) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         libc.madvise(int(invlists.ptr), int(invlists.totsize), _MADV_DONTNEED)
+
+
+def _resident_bytes() -> int | None:
+    """This process's resident memory (Linux), or `None` where it cannot be read cheaply."""
+    try:
+        with open("/proc/self/statm", "rb") as file:
+            return int(file.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _PageBudget:
+    """Releases the lists' mapped pages once resident memory grew by `RELEASE_BYTES`.
+
+    Measured rather than estimated: the kernel maps pages of the file around each one
+    touched (fault-around, large folios), several times what faiss reads. Where resident
+    memory cannot be read, every check releases.
+    """
+
+    def __init__(self, lists: Any) -> None:
+        self.lists = lists
+        self.base = _resident_bytes()
+
+    def grown(self) -> int | None:
+        now = _resident_bytes()
+        return None if now is None or self.base is None else now - self.base
+
+    def check(self, force: bool = False) -> int | None:
+        """Releases if over budget (or `force`); returns the growth seen before, if known."""
+        grown = self.grown()
+        if force or grown is None or grown > RELEASE_BYTES:
+            _release_pages(self.lists)
+            self.base = _resident_bytes()
+        return grown
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
@@ -121,7 +159,8 @@ class FaissOnDiskSearch(Search):
             or squared_euclidean. Defaults to `"cosine"`.
         dim: The size of the embeddings.
         nlist: Number of cells (inverted lists). Defaults to 1024.
-        nprobe: Cells searched per query, in `[1, nlist]`. Defaults to 16.
+        nprobe: Cells searched per query, in `[1, nlist]`. Defaults to 16, or
+            `nlist` if smaller.
         train_size: How many of the first embeddings added train the
             quantizer; at least `nlist` (faiss advises 39 per cell).
             Defaults to `40 * nlist`.
@@ -153,7 +192,7 @@ class FaissOnDiskSearch(Search):
         distance: Distance | str = "cosine",
         dim: int = 0,
         nlist: int = 1024,
-        nprobe: int = 16,
+        nprobe: int | None = None,
         train_size: int | None = None,
         directory: Path | str | None = None,
         verbose: int = 0,
@@ -168,7 +207,12 @@ class FaissOnDiskSearch(Search):
                 "FaissSearch for it."
             )
         self.nlist = check_int("nlist", nlist, minimum=1, owner=owner)
-        self.nprobe = check_int("nprobe", nprobe, minimum=1, owner=owner)
+        self.nprobe = check_int(
+            "nprobe",
+            min(DEFAULT_NPROBE, self.nlist) if nprobe is None else nprobe,
+            minimum=1,
+            owner=owner,
+        )
         if self.nprobe > self.nlist:
             raise ValueError(
                 f"{owner}: nprobe={self.nprobe} is more than the nlist={self.nlist} cells. "
@@ -493,11 +537,35 @@ class FaissOnDiskSearch(Search):
         return np.concatenate(rows) if rows else np.zeros(0, np.int64)
 
     def _add_to_lists(self, vectors: np.ndarray, rows: np.ndarray) -> None:
-        lists = self._lists()
+        """Appends to each list its rows, one list at a time, releasing the pages touched often.
+
+        faiss' own `add_with_ids` appends row by row; when the lists, all of about the same
+        length, double their capacity (each copied to a new place in the file) within one
+        call, that call touches most of the file. Appending per list lets the pages be
+        released between two lists.
+        """
+        faiss, lists = self._faiss, self._lists()
+        ivf = faiss.extract_index_ivf(self._index)
+        budget = _PageBudget(lists)
         for start in range(0, len(rows), ADD_CHUNK):
-            stop = start + ADD_CHUNK
-            self._index.add_with_ids(vectors[start:stop], rows[start:stop])
-            _release_pages(lists)
+            chunk = vectors[start : start + ADD_CHUNK]
+            _, cells = ivf.quantizer.search(chunk, 1)
+            order = np.argsort(cells[:, 0], kind="stable")
+            cells = cells[order, 0]
+            codes = np.ascontiguousarray(chunk[order]).view(np.uint8)
+            chunk_rows = np.ascontiguousarray(rows[start : start + ADD_CHUNK][order])
+            edges = np.flatnonzero(np.diff(cells)) + 1
+            for first, stop in zip(np.r_[0, edges], np.r_[edges, len(cells)], strict=True):
+                lists.add_entries(
+                    int(cells[first]),
+                    int(stop - first),
+                    faiss.swig_ptr(chunk_rows[first:stop]),
+                    faiss.swig_ptr(codes[first:stop]),
+                )
+                budget.check()
+            ivf.ntotal += len(chunk)
+            self._index.ntotal = ivf.ntotal
+        budget.check(force=True)
 
     def _lists_lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         faiss, lists = self._faiss, self._lists()
@@ -509,12 +577,19 @@ class FaissOnDiskSearch(Search):
             params.sel = selector
         scores = np.empty((len(queries), k), np.float32)
         rows = np.empty((len(queries), k), np.int64)
-        for start in range(0, len(queries), QUERY_CHUNK):
-            stop = start + QUERY_CHUNK
+        budget, step, start = _PageBudget(lists), 1, 0
+        while start < len(queries):
+            stop = start + step
             scores[start:stop], rows[start:stop] = self._index.search(
                 queries[start:stop], k, params=params
             )
-            _release_pages(lists)
+            start = stop
+            # As many queries per step as touch about RELEASE_BYTES of the lists.
+            grown = budget.check(force=True)
+            if grown is not None and grown > RELEASE_BYTES // 2:
+                step = max(1, step // 2)
+            elif grown is not None and grown < RELEASE_BYTES // 4:
+                step = min(MAX_QUERY_CHUNK, step * 2)
         return scores, rows
 
     def _pending_lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

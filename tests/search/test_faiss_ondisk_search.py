@@ -1,0 +1,205 @@
+"""FaissOnDiskSearch: exact with every list probed, recall, files, remove, bounded memory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tensorflow_similarity.search import FaissOnDiskSearch, make_search
+from tests.search.references import knn_loop
+
+pytest.importorskip("faiss")
+
+DISTANCES = ["cosine", "inner_product", "euclidean", "squared_euclidean"]
+
+
+def clustered(rng, count, dim=8, clusters=20):
+    centres = rng.normal(size=(clusters, dim))
+    return centres[rng.integers(0, clusters, count)] + rng.normal(scale=0.2, size=(count, dim))
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_every_list_probed_is_exact(distance):
+    # 300 embeddings, the first 120 train 6 cells: both the held and the streamed rows.
+    rng = np.random.default_rng(0)
+    keys, queries = rng.normal(size=(300, 6)), rng.normal(size=(9, 6))
+    ids = rng.permutation(3000)[:300]
+    search = FaissOnDiskSearch(distance, dim=6, nlist=6, nprobe=6, train_size=120)
+    search.batch_add(keys[:100], ids[:100])
+    assert not search.is_built()
+    search.batch_add(keys[100:], ids[100:])
+    assert search.is_built()
+    idxs, distances = search.batch_lookup(queries, k=5)
+    want_ids, want_distances = knn_loop(distance, queries, keys, ids, 5)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=1e-4, atol=1e-4)
+
+
+def test_exact_before_training():
+    rng = np.random.default_rng(1)
+    keys, queries = rng.normal(size=(40, 4)), rng.normal(size=(3, 4))
+    search = FaissOnDiskSearch("euclidean", dim=4, nlist=8, nprobe=1)
+    search.batch_add(keys, np.arange(40) + 7)
+    assert not search.is_built()
+    want_ids, want_distances = knn_loop("euclidean", queries, keys, np.arange(40) + 7, 4)
+    idxs, distances = search.batch_lookup(queries, k=4)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=1e-5)
+
+
+def test_recall_on_clustered_embeddings():
+    rng = np.random.default_rng(2)
+    keys, queries = clustered(rng, 4000), clustered(rng, 100)
+    search = FaissOnDiskSearch("cosine", dim=8, nlist=64, nprobe=16, train_size=2000)
+    search.batch_add(keys, np.arange(4000))
+    assert search.is_built()
+    found = search.batch_lookup(queries, k=10)[0]
+    # float64 NumPy reference: the nearest by cosine are the largest normalised products.
+    unit_keys = keys / np.linalg.norm(keys, axis=1, keepdims=True)
+    unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    exact = np.argsort(-(unit_queries @ unit_keys.T), axis=1, kind="stable")[:, :10]
+    recall = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact, strict=True)])
+    assert recall >= 0.95
+
+
+def folder_digest(path):
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(path.iterdir())}
+
+
+def test_save_then_load_maps_the_files_and_leaves_them_unchanged(tmp_path):
+    rng = np.random.default_rng(3)
+    keys, queries = rng.normal(size=(500, 8)), rng.normal(size=(20, 8))
+    search = FaissOnDiskSearch("l2", dim=8, nlist=8, nprobe=3, train_size=200)
+    search.batch_add(keys, np.arange(500) * 2)
+    search.remove([0, 2])
+    search.save(tmp_path / "saved")
+    assert sorted(f.name for f in (tmp_path / "saved").iterdir()) == sorted(search.saved_files())
+    digest = folder_digest(tmp_path / "saved")
+    loaded = FaissOnDiskSearch("l2", dim=8, nlist=8, nprobe=3)
+    loaded.load(tmp_path / "saved")
+    assert loaded.size() == 498
+    for got, want in zip(
+        loaded.batch_lookup(queries, 10), search.batch_lookup(queries, 10), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
+    # Changing the loaded index works on its own copy of the files.
+    loaded.batch_add(keys[:5] + 100, [5001, 5002, 5003, 5004, 5005])
+    loaded.remove([4])
+    loaded.compact()
+    assert loaded.size() == 502
+    assert loaded.lookup(keys[0] + 100, k=1)[0].tolist() == [5001]
+    assert folder_digest(tmp_path / "saved") == digest
+    again = FaissOnDiskSearch("l2", dim=8, nlist=8, nprobe=3)
+    again.load(tmp_path / "saved")
+    np.testing.assert_array_equal(again.ids(), np.arange(2, 500) * 2)
+
+
+def test_load_refuses_another_dim(tmp_path):
+    search = FaissOnDiskSearch("l2", dim=4, nlist=2, train_size=2)
+    search.batch_add(np.eye(4), [0, 1, 2, 3])
+    search.save(tmp_path)
+    other = FaissOnDiskSearch("l2", dim=5, nlist=2)
+    with pytest.raises(ValueError, match="dim"):
+        other.load(tmp_path)
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_remove_upsert_and_compact(trained):
+    rng = np.random.default_rng(4)
+    keys = rng.normal(size=(300, 8))
+    ids = np.arange(300) + 1000
+    search = FaissOnDiskSearch("l2", dim=8, nlist=4, nprobe=4, train_size=100 if trained else 400)
+    search.batch_add(keys, ids)
+    assert search.is_built() == trained
+    search.remove([1000, 1005])
+    assert search.size() == 298
+    found = search.batch_lookup(keys[[0, 5]], k=298)[0]
+    assert not np.isin([1000, 1005], found).any()
+    with pytest.raises(ValueError, match="1000"):
+        search.remove([1000])
+    search.upsert(keys[:2] + 50, [1001, 7])
+    assert search.size() == 299
+    assert search.lookup(keys[0] + 50, k=1)[0].tolist() == [1001]
+    assert search.lookup(keys[1] + 50, k=1)[0].tolist() == [7]
+    before = search.batch_lookup(keys[:30], k=10)
+    search.compact()
+    for got, want in zip(search.batch_lookup(keys[:30], k=10), before, strict=True):
+        np.testing.assert_array_equal(got, want)
+    want_ids = np.concatenate([np.delete(ids, [0, 1, 5]), [1001, 7]])
+    np.testing.assert_array_equal(search.ids(), want_ids)
+    reference = knn_loop(
+        "euclidean", keys[10:13], np.delete(keys, [0, 1, 5], 0), np.delete(ids, [0, 1, 5]), 3
+    )[0]
+    np.testing.assert_array_equal(search.batch_lookup(keys[10:13], k=3)[0], reference)
+
+
+def test_registered_and_config_round_trip():
+    search = make_search("faiss_ondisk", "cosine", 8, nlist=16, nprobe=4)
+    assert isinstance(search, FaissOnDiskSearch)
+    again = FaissOnDiskSearch.from_config(search.get_config())
+    assert (again.nlist, again.nprobe, again.train_size) == (16, 4, 640)
+    assert again.directory != search.directory
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"distance": "manhattan"}, "manhattan"),
+        ({"nlist": 4, "nprobe": 5}, "nprobe=5"),
+        ({"nlist": 8, "train_size": 7}, "train_size"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FaissOnDiskSearch(**{"distance": "l2", "dim": 4, **kwargs})
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from tensorflow_similarity.search import FaissOnDiskSearch
+
+    def peak_mb():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+
+    search = FaissOnDiskSearch("l2", dim=16, nlist=256, nprobe=4, directory=sys.argv[1])
+    rng = np.random.default_rng(0)
+    queries = rng.standard_normal((64, 16), dtype=np.float32)
+    peaks, added = {}, 0
+    for step in range(20):
+        chunk = rng.standard_normal((100_000, 16), dtype=np.float32)
+        search.batch_add(chunk, np.arange(added, added + len(chunk)))
+        added += len(chunk)
+        if added in (500_000, 2_000_000):
+            search.batch_lookup(queries, k=10)
+            peaks[added] = peak_mb()
+    print(json.dumps(peaks))
+    """
+)
+
+
+@pytest.mark.slow
+def test_resident_memory_does_not_grow_with_the_index(tmp_path):
+    # 2,000,000 16-d embeddings from a generator, 100,000 at a time, looked up at 500,000
+    # and at the end: from 500,000 to 2,000,000 the lists file grows by 1.5e6 * (64 + 8) bytes, more
+    # than 100 MiB, while the peak resident memory must grow by less than a quarter of that.
+    bound_mb = 25
+    assert 1_500_000 * (16 * 4 + 8) / 2**20 >= 4 * bound_mb
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    peaks = {int(count): mb for count, mb in json.loads(result.stdout.splitlines()[-1]).items()}
+    assert peaks[2_000_000] - peaks[500_000] < bound_mb, peaks
