@@ -31,7 +31,8 @@ _OWN_ROUND_TRIP = (
 def assert_config_round_trip(obj: Any, *args: Any, **kwargs: Any) -> Any:
     """Fails unless `type(obj).from_config(obj.get_config())` is an equal object.
 
-    Three checks, in order: the copy's `get_config()` equals `obj`'s; every
+    Three checks, in order: the copy's `get_config()` equals `obj`'s; (a
+    built layer's copy built from its build config, as Keras loads it) every
     setting the two hold as attributes (numbers, strings, booleans, `None`
     and containers of them, recursively in attributes that have a
     `get_config`, such as a wrapped loss or a distance) is equal, which
@@ -80,6 +81,10 @@ def assert_config_round_trip(obj: Any, *args: Any, **kwargs: Any) -> Any:
     # from_config may consume its argument (a functional model's does).
     copy = type(obj).from_config(copying.deepcopy(config))
     _assert_equal(copy.get_config(), config, f"{name}.from_config(config).get_config()")
+    build_config = getattr(obj, "get_build_config", lambda: None)()
+    if getattr(obj, "built", False) and not copy.built and build_config:
+        # Settings made in build() (reduction axes) are compared as Keras restores them.
+        copy.build_from_config(build_config)
     differences = _differences(_settings(copy), _settings(obj))
     if differences:
         raise AssertionError(
@@ -125,8 +130,8 @@ def _settings(obj: Any, depth: int = 0) -> dict[str, Any]:
     """The plain-valued attributes of `obj`, and of those of its parts that have a config."""
     settings: dict[str, Any] = {}
     for key, value in sorted(vars(obj).items()):
-        if key in _keras_bookkeeping():
-            continue
+        if key in _keras_bookkeeping() or key.startswith("_self_"):
+            continue  # Keras' and TensorFlow's tracking state
         if _is_plain(value):
             settings[key] = value
         elif depth < _MAX_DEPTH and callable(getattr(value, "get_config", None)):
