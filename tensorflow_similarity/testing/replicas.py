@@ -141,7 +141,8 @@ def run_on_replicas(
     Raises:
         ValueError: When `sizes` is empty or holds a negative size, when an
             array does not have `sum(sizes)` rows, or when `strategy` has
-            another number of replicas; raised before anything is traced.
+            another number of replicas or some outside this process; raised
+            before anything is traced.
 
     Example:
 
@@ -178,6 +179,12 @@ def run_on_replicas(
         raise ValueError(
             f"sizes={list(sizes)} names {len(sizes)} replicas, and the strategy has "
             f"{strategy.num_replicas_in_sync}. Pass one size per replica."
+        )
+    if len(strategy.extended.worker_devices) != len(sizes):
+        raise ValueError(
+            f"run_on_replicas returns every replica's results, and this process holds "
+            f"{len(strategy.extended.worker_devices)} of the strategy's {len(sizes)} replicas "
+            "(a multi-worker strategy). Run each worker's part with strategy.run there."
         )
     bounds = np.cumsum([0, *sizes])
     parts = [tuple(a[bounds[i] : bounds[i + 1]] for a in arrays) for i in range(len(sizes))]

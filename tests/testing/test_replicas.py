@@ -61,3 +61,12 @@ def test_eager_replicas_give_the_same_results_and_trace_nothing():
     run = run_on_replicas(lambda t: t * 3.0, x, [4, 1], traced=False)
     np.testing.assert_array_equal(run.concatenated(), 3.0 * x)
     assert run.function is None
+
+
+def test_a_strategy_with_replicas_in_other_processes_is_rejected():
+    class _TwoWorkers:  # what MultiWorkerMirroredStrategy shows one of two workers
+        num_replicas_in_sync = 2
+        extended = type("Extended", (), {"worker_devices": ("/job:worker/task:0/cpu:0",)})()
+
+    with pytest.raises(ValueError, match="this process holds 1 of the strategy's 2 replicas"):
+        run_on_replicas(tf.identity, np.ones(2), [1, 1], strategy=_TwoWorkers())
