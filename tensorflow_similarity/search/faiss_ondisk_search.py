@@ -132,8 +132,8 @@ class FaissOnDiskSearch(Search):
     Removing (`remove`, and the replaced ids of `upsert`) marks the rows
     removed at once in the ids file and keeps them as tombstones, which
     every lookup leaves out (a faiss `IDSelector`), so a removed embedding
-    is never returned. `compact` deletes them from the lists (faiss'
-    `remove_ids`, which reads every list once) and drops the tombstones.
+    is never returned. `compact` deletes them from the lists, reading the
+    ids of every list once, and drops the tombstones.
     Checking which ids are present (`remove`, `upsert`, `ids`) reads the
     ids file, 8 bytes per embedding.
 
@@ -341,8 +341,7 @@ class FaissOnDiskSearch(Search):
             return
         self._writable()
         if self._index is not None:
-            self._index.remove_ids(self._faiss.IDSelectorBatch(self._tombstones))
-            _release_pages(self._lists())
+            self._remove_from_lists(self._tombstones)
         pending = []
         for vectors, rows in self._pending:
             keep = ~np.isin(rows, self._tombstones)
@@ -565,6 +564,32 @@ class FaissOnDiskSearch(Search):
                 budget.check()
             ivf.ntotal += len(chunk)
             self._index.ntotal = ivf.ntotal
+        budget.check(force=True)
+
+    def _remove_from_lists(self, rows: np.ndarray) -> None:
+        """Deletes `rows` from the lists, one list at a time (faiss' `remove_ids` reads all at
+        once), releasing the pages touched as it goes."""
+        faiss, lists = self._faiss, self._lists()
+        ivf = faiss.extract_index_ivf(self._index)
+        budget = _PageBudget(lists)
+        for cell in range(self.nlist):
+            size = lists.list_size(cell)
+            if not size:
+                continue
+            ids = faiss.rev_swig_ptr(lists.get_ids(cell), size).copy()
+            keep = ~np.isin(ids, rows)
+            if keep.all():
+                continue
+            codes = faiss.rev_swig_ptr(lists.get_codes(cell), size * lists.code_size)
+            codes = np.ascontiguousarray(codes.reshape(size, lists.code_size)[keep])
+            kept_ids = np.ascontiguousarray(ids[keep])
+            lists.update_entries(
+                cell, 0, len(kept_ids), faiss.swig_ptr(kept_ids), faiss.swig_ptr(codes)
+            )
+            lists.resize(cell, len(kept_ids))
+            ivf.ntotal -= size - len(kept_ids)
+            budget.check()
+        self._index.ntotal = ivf.ntotal
         budget.check(force=True)
 
     def _lists_lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -110,7 +110,7 @@ def test_load_refuses_another_dim(tmp_path):
 
 
 @pytest.mark.parametrize("trained", [False, True])
-def test_remove_upsert_and_compact(trained):
+def test_remove_upsert_and_compact(trained, tmp_path):
     rng = np.random.default_rng(4)
     keys = rng.normal(size=(300, 8))
     ids = np.arange(300) + 1000
@@ -137,6 +137,10 @@ def test_remove_upsert_and_compact(trained):
         "euclidean", keys[10:13], np.delete(keys, [0, 1, 5], 0), np.delete(ids, [0, 1, 5]), 3
     )[0]
     np.testing.assert_array_equal(search.batch_lookup(keys[10:13], k=3)[0], reference)
+    search.save(tmp_path)
+    loaded = FaissOnDiskSearch("l2", dim=8, nlist=4, nprobe=4)
+    loaded.load(tmp_path)
+    np.testing.assert_array_equal(loaded.batch_lookup(keys[10:13], k=3)[0], reference)
 
 
 def test_registered_and_config_round_trip():
