@@ -96,7 +96,12 @@ SCRIPT_SECTIONS = {
     ),
     "large_batch.json": ("benchmark.glyphs.large_batch", "Large global batch: LARS against Adam"),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
+    "cached_batches.json": (
+        "benchmark.cached_batches",
+        "Cached-embedding batches: peak memory against the chunk size",
+    ),
     "index.json": ("benchmark.index", "Search backends"),
+    "index_scale.json": ("benchmark.index_scale", "Search beyond memory: on-disk IVF"),
     "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),
     "index_evaluation_memory.json": (
         "benchmark.index_evaluation_memory",

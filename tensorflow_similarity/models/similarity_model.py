@@ -254,7 +254,9 @@ class SimilarityModel(IndexMixin, keras.Model):
         the same values in both. Batch normalisation normalises each chunk
         with that chunk's statistics (the replica's chunk; with
         `SyncBatchNormalization`, the replicas' chunks together) and updates
-        its moving statistics once per chunk, in order.
+        its moving statistics once per chunk, in order. A synchronised
+        batch norm in chunks needs batches of one static size
+        (`drop_remainder=True`): see `cached_embedding_step`.
 
         The loss must be a function of the labels and the embeddings: a
         model that adds losses in its forward pass (`activity_regularizer`,
