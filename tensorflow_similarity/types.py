@@ -80,6 +80,9 @@ class Lookup:
         embedding: The neighbour's embedding, or `None`.
         data: What was indexed with the neighbour (`data=` of `index`), or
             `None`.
+        id: The neighbour's item id in the index (stable across save,
+            load, remove and compact; see `Indexer`), or `None` for a
+            lookup built without one (0.17 had no ids).
 
     Example:
 
@@ -93,6 +96,7 @@ class Lookup:
     label: int | None = None
     embedding: np.ndarray | None = None
     data: Any = None
+    id: int | None = None
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

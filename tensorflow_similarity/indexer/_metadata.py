@@ -24,7 +24,12 @@ METADATA_FILE = "index_metadata.json"
 # 2: the store is saved as its class and config (1 saved "memory" or nothing). The
 # checksums ("files", "metadata_sha256") were added within version 2: metadata without
 # them still loads (see load).
-FORMAT_VERSION = 2
+# 3: the items' ids and tombstones (ITEMS_FILE, "next_id"); the embeddings raw, once (the
+# search's own files and the store's). Version 2 still loads: its items are ids 0 to
+# size - 1, all alive.
+FORMAT_VERSION = 3
+READ_VERSIONS = (2, 3)
+ITEMS_FILE = "index_items.npz"
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -46,10 +51,12 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{file} is corrupt ({error}); save the index again.") from None
     version = metadata.get("format_version") if isinstance(metadata, dict) else None
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise ValueError(
             f"{file} is of index format version {version!r}; this version reads "
-            f"{FORMAT_VERSION}. Re-create the index with this version."
+            f"{' and '.join(map(str, READ_VERSIONS))}. Re-create the index with this version "
+            "(an index of version 1, from tensorflow-similarity 0.17, cannot be read: index "
+            "the examples again)."
         )
     return metadata
 
@@ -111,10 +118,11 @@ def verify_checksums(path: Path, metadata: dict[str, Any], files: dict[str, Any]
             )
 
 
-def check_search_ids(path: Path, search: Search, size: int) -> None:
-    """Raises unless `search` holds `size` embeddings under the store's ids 0 to size - 1."""
+def check_search_ids(path: Path, search: Search, expected: np.ndarray) -> None:
+    """Raises unless `search` holds the items `expected` (their ids, in order), and no other."""
     saved = search.saved_files()
     file = saved[0] if saved else type(search).__name__
+    size = len(expected)
     if search.size() != size:
         raise corrupt_error(
             path,
@@ -122,13 +130,18 @@ def check_search_ids(path: Path, search: Search, size: int) -> None:
             f"holds {size}",
         )
     ids = search.ids()
-    wrong = np.flatnonzero(ids != np.arange(size))
+    wrong = np.flatnonzero(ids != expected)
     if len(wrong):
         row = int(wrong[0])
+        want = (
+            f"0 to {size - 1} in order"
+            if np.array_equal(expected, np.arange(size))
+            else f"those of {ITEMS_FILE} in order"
+        )
         raise corrupt_error(
             path,
             f"{file} gives its row {row} the id {int(ids[row])}, but an index's search holds "
-            f"the ids of the store's records, 0 to {size - 1} in order",
+            f"the ids of the index's items, {want}",
         )
 
 

@@ -28,14 +28,26 @@ from tensorflow_similarity.indexer._checks import (
     check_search,
 )
 from tensorflow_similarity.indexer._evaluation import (
+    DEFAULT_CHUNK_SIZE,
+    calibrate_in_chunks,
     calibrate_on_matrices,
     check_retrieval_metrics,
+    check_some_queries,
     cutpoints_table,
-    evaluate_retrieval_on_matrices,
+    evaluate_classification_in_chunks,
+    evaluate_retrieval_in_chunks,
     evaluates_on_matrices,
     match_at_cutpoints,
+    neighbour_chunks,
     neighbour_matrices,
     rounded_distances,
+)
+from tensorflow_similarity.indexer.lifecycle import (
+    ItemTable,
+    compact_items,
+    remove_items,
+    share_store_rows,
+    upsert_items,
 )
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
@@ -54,8 +66,10 @@ class Indexer:
     """Embeddings made searchable: a `Search`, a `Store` and an `Evaluator` together.
 
     `add`/`batch_add` put embeddings (with their labels and data) in the store
-    and the search; `single_lookup`/`batch_lookup` return the nearest ones
-    as `Lookup` records; `evaluate_retrieval`, `evaluate_classification`,
+    and the search, each item under a new id; `single_lookup`/`batch_lookup`
+    return the nearest ones as `Lookup` records (with the item's `id`);
+    `remove`, `upsert` and `compact` change the items (see
+    `tensorflow_similarity.indexer.lifecycle`); `evaluate_retrieval`, `evaluate_classification`,
     `calibrate` and `match` measure and use the neighbours' labels; `save`
     and `load` write and read the whole index in a directory. Every argument
     is checked before anything changes, so a bad call leaves the index as it
@@ -67,6 +81,14 @@ class Indexer:
     (embeddings added to the `Indexer` directly, or an index saved before
     fingerprints were recorded). The `Indexer` only keeps it; the model
     compares it with its weights (see `IndexLookupMixin`).
+
+    Item ids are int64, given in order from 0 by a counter that only grows
+    and is saved with the index: an id stays its item's across `save`,
+    `load`, `remove` and `compact` and is never given to another item.
+    The embeddings are held once: by the store, which a `LinearSearch`
+    reads in place; a `FaissSearch` keeps its own copy (faiss cannot search
+    an outside buffer) and the store the raw rows, which lookups return and
+    a rebuild reads.
 
     Args:
         embedding_size: The dimension of the embeddings.
@@ -149,14 +171,107 @@ class Indexer:
         self.cutpoints: dict[str, dict[str, Any]] = {}
         self.calibration_thresholds: dict[str, np.ndarray] = {}
         self.embedding_fingerprint: str | None = None
+        self._items = ItemTable()
+        share_store_rows(self)
 
     def reset(self) -> None:
-        """Empties the index and forgets its calibration and `embedding_fingerprint`."""
+        """Empties the index and forgets its calibration and `embedding_fingerprint`.
+
+        The ids start again from 0, as in a new index.
+        """
         self._init_structures()
 
     def size(self) -> int:
-        """Returns the number of indexed embeddings."""
-        return self.kv_store.size()
+        """Returns the number of indexed embeddings (removed ones not counted)."""
+        return self._items.alive_count
+
+    def ids(self) -> np.ndarray:
+        """Returns the ids of the indexed items, int64, in the order they were added."""
+        return self._items.alive_ids()
+
+    def batch_get(self, ids: Sequence[int]) -> tuple[np.ndarray, list[int | None], list[Any]]:
+        """Returns the items `ids` as `(embeddings [n, dim], labels, data)`.
+
+        Raises:
+            ValueError: If an id is not an indexed item's.
+        """
+        rows = self._rows_of(ids, "batch_get")
+        return self.kv_store.batch_get(rows.tolist())
+
+    # The lifecycle.
+
+    def remove(self, ids: Sequence[int]) -> None:
+        """Removes the items `ids`: no lookup, evaluation or `match` returns them again.
+
+        Their ids are never given to another item. `LinearSearch` and faiss'
+        flat, hnsw and ivfpq searches mark them removed (tombstones, left
+        out of every lookup); the store keeps their rows until `compact`.
+
+        Args:
+            ids: Distinct ids of indexed items (`Lookup.id`, `ids()`).
+
+        Raises:
+            ValueError: If an id is not an integer, is given twice or is not
+                an indexed item's; nothing is removed then.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from tensorflow_similarity.indexer import Indexer
+        >>> index = Indexer(embedding_size=2, distance="l2")
+        >>> index.batch_add(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=[0, 1])
+        >>> index.remove([1])
+        >>> [(n.id, n.label) for n in index.single_lookup(np.array([0.9, 1.0]), k=1)]
+        [(0, 0)]
+        """
+        remove_items(self, ids)
+
+    def upsert(
+        self,
+        ids: Sequence[int],
+        embeddings: Any,
+        labels: Sequence[int] | None = None,
+        data: Sequence[Any] | None = None,
+    ) -> None:
+        """Puts each embedding under its id: replaces the item of an indexed id, adds a new one.
+
+        A replaced item is removed (as `remove`) and added again under its
+        id; a new id also moves the counter of `batch_add`'s ids past it.
+
+        Args:
+            ids: `n` distinct non-negative integer ids.
+            embeddings: `[n, dim]` embeddings (or a multi-output prediction).
+            labels: `n` classes, or `None`.
+            data: `n` items kept with the embeddings, or `None`.
+
+        Raises:
+            ValueError: If the embeddings are not `[n, embedding_size]`, or
+                `ids`, `labels` or `data` are not `n` valid items; nothing
+                changes then.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from tensorflow_similarity.indexer import Indexer
+        >>> index = Indexer(embedding_size=2, distance="l2")
+        >>> index.batch_add(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=[0, 1])
+        >>> index.upsert([0], np.array([[5.0, 5.0]]), labels=[7])
+        >>> [(n.id, n.label) for n in index.single_lookup(np.array([5.0, 5.0]), k=1)]
+        [(0, 7)]
+        """
+        embeddings = self._embeddings(embeddings)
+        labels, data = self._checked_records(len(embeddings), labels, data)
+        upsert_items(self, ids, embeddings, labels, data)
+
+    def compact(self) -> None:
+        """Drops removed items from the store and the search, keeping every id.
+
+        Lookups answer the same before and after. The store is rewritten
+        without the removed rows; `LinearSearch` and faiss' flat and
+        ivfpq delete them in place, faiss' hnsw (which cannot delete) is
+        rebuilt from the embeddings it keeps.
+        """
+        compact_items(self)
 
     # Adding.
 
@@ -189,8 +304,8 @@ class Indexer:
         del build, verbose
         embedding = self._embeddings(prediction, single=True)[0]
         label = as_label(label)
-        idx = self.kv_store.add(embedding, label, data)
-        self.search.add(embedding, idx)
+        self.kv_store.add(embedding, label, data)
+        self.search.add(embedding, int(self._items.assign(1)[0]))
 
     def batch_add(
         self,
@@ -216,7 +331,15 @@ class Indexer:
         """
         del build, verbose
         embeddings = self._embeddings(predictions)
-        num = len(embeddings)
+        labels, data = self._checked_records(len(embeddings), labels, data)
+        if len(embeddings) == 0:
+            return
+        self.kv_store.batch_add(embeddings, labels, data)
+        self.search.batch_add(embeddings, self._items.assign(len(embeddings)))
+
+    def _checked_records(
+        self, num: int, labels: Sequence[int] | None, data: Sequence[Any] | None
+    ) -> tuple[Any, Any]:
         if labels is not None:
             labels = check_labels(labels, num, "labels")
         if data is not None and len(data) != num:
@@ -224,10 +347,7 @@ class Indexer:
                 f"Got {len(data)} data items for {num} embeddings. Pass one item per "
                 "embedding, or data=None."
             )
-        if num == 0:
-            return
-        idxs = self.kv_store.batch_add(embeddings, labels, data)
-        self.search.batch_add(embeddings, idxs)
+        return labels, data
 
     # Looking up.
 
@@ -281,6 +401,7 @@ class Indexer:
         # faiss' -1: a neighbour the approximate search did not find.
         found = idxs >= 0
         found_distances = distances[found].tolist()
+        found_ids = idxs[found].tolist()
         positions = positions.tolist()
         lookups = []
         offset = 0
@@ -293,6 +414,7 @@ class Indexer:
                         label=labels[position],
                         embedding=nn_embeddings[position],
                         data=data[position],
+                        id=found_ids[offset + rank],
                     )
                     for rank, position in enumerate(positions[offset : offset + count])
                 ]
@@ -311,8 +433,19 @@ class Indexer:
             records, then the records' embeddings, labels and data.
         """
         ids, positions = np.unique(idxs[idxs >= 0], return_inverse=True)
-        nn_embeddings, labels, data = self.kv_store.batch_get(ids.tolist())
+        nn_embeddings, labels, data = self.kv_store.batch_get(self._rows_of(ids, "lookup").tolist())
         return positions.reshape(-1), nn_embeddings, [as_label(label) for label in labels], data
+
+    def _rows_of(self, ids: Any, what: str) -> np.ndarray:
+        """The store rows of the items `ids`, or a `ValueError` naming an id not indexed."""
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        rows = self._items.rows_of(ids)
+        if (rows < 0).any():
+            raise ValueError(
+                f"Indexer.{what}: no item has the id {int(ids[rows < 0][0])}; pass ids of "
+                "indexed items (Indexer.ids())."
+            )
+        return rows
 
     def _neighbour_matrices(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `[n, K]` neighbour labels and float64 distances `batch_lookup`'s `Lookup`s hold.
@@ -367,8 +500,18 @@ class Indexer:
         target_labels: Sequence[int],
         retrieval_metrics: Sequence[RetrievalMetric],
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, Any]:
         """Computes retrieval metrics of the queries' neighbours.
+
+        The queries are searched and scored `chunk_size` at a time, each
+        metric keeping a running average of its per-query scores, so memory
+        does not grow with the number of queries. Two things are given all
+        the queries at once instead: a metric that overrides `compute` (it
+        may be other than a mean over the queries), and an evaluator that
+        overrides `evaluate_retrieval` (it is given `batch_lookup`'s
+        `Lookup`s).
 
         Args:
             predictions: The queries' `[n, dim]` embeddings.
@@ -376,15 +519,19 @@ class Indexer:
             retrieval_metrics: `RetrievalMetric` instances (such as
                 `RecallAtK(k=1)`).
             verbose: Unused; kept for 0.17's signature.
+            chunk_size: Queries searched and scored at a time. Defaults to
+                8192. The values do not depend on it.
 
         Returns:
             Metric name (such as `"recall@1"`) to its value.
 
         Raises:
             ValueError: For a metric that is not a `RetrievalMetric`, a metric's
-                `k` above the index size, or labels not matching the queries.
+                `k` above the index size, labels not matching the queries, or
+                a `chunk_size` below 1.
         """
         del verbose
+        chunk_size = check_int("chunk_size", chunk_size, minimum=1, owner="Indexer")
         metrics = check_retrieval_metrics(retrieval_metrics)
         embeddings = self._embeddings(predictions)
         check_labels(target_labels, len(embeddings), "target_labels")
@@ -392,10 +539,10 @@ class Indexer:
         # One neighbour more, as 0.17: a metric that drops the closest lookup still has k.
         k = min(k + 1, max(self.size(), k))
         if evaluates_on_matrices(self.evaluator, "evaluate_retrieval"):
-            lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
-            return evaluate_retrieval_on_matrices(
-                target_labels, lookup_labels, lookup_distances, metrics
+            chunks = neighbour_chunks(
+                self._neighbour_matrices, embeddings, k, self.size(), chunk_size
             )
+            return evaluate_retrieval_in_chunks(chunks, target_labels, metrics)
         lookups = self.batch_lookup(embeddings, k=k, verbose=0)
         return self.evaluator.evaluate_retrieval(
             target_labels=target_labels, lookups=lookups, retrieval_metrics=metrics
@@ -410,8 +557,15 @@ class Indexer:
         matcher: str | ClassificationMatch = "match_nearest",
         k: int = 1,
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, np.ndarray]:
         """Computes classification metrics of the matches at each distance threshold.
+
+        The queries are searched and matched `chunk_size` at a time, adding
+        to four counts per threshold, so memory does not grow with the
+        number of queries (an evaluator overriding `evaluate_classification`
+        is given all of them at once).
 
         Args:
             predictions: The queries' `[n, dim]` embeddings.
@@ -423,6 +577,8 @@ class Indexer:
                 `ClassificationMatch`. Defaults to `"match_nearest"`.
             k: Neighbours per query the matcher uses. Defaults to 1.
             verbose: Passed to the evaluator.
+            chunk_size: Queries searched and matched at a time. Defaults to
+                8192. The values do not depend on it.
 
         Returns:
             `"distance"` and each metric's name to its values at the
@@ -430,12 +586,22 @@ class Indexer:
 
         Raises:
             ValueError: For an unknown metric or matcher, labels not matching
-                the queries, or a lookup error (see `batch_lookup`).
+                the queries, no queries, a NaN or no threshold, a
+                `chunk_size` below 1, or a lookup error (see `batch_lookup`).
         """
         metric_objects = [make_classification_metric(m) for m in metrics]
         matcher = make_classification_matcher(matcher)
+        chunk_size = check_int("chunk_size", chunk_size, minimum=1, owner="Indexer")
         embeddings = self._embeddings(predictions)
         query_labels = check_labels(target_labels, len(embeddings), "target_labels")
+        if evaluates_on_matrices(self.evaluator, "evaluate_classification"):
+            check_some_queries(len(embeddings), "evaluate_classification")
+            chunks = neighbour_chunks(
+                self._neighbour_matrices, embeddings, k, self.size(), chunk_size
+            )
+            return evaluate_classification_in_chunks(
+                chunks, query_labels, distance_thresholds, metric_objects, matcher
+            )
         lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
         return self.evaluator.evaluate_classification(
             query_labels=query_labels,
@@ -458,8 +624,17 @@ class Indexer:
         extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
         rounding: int = 2,
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> CalibrationResults:
         """Chooses the distance thresholds `match` uses, from labelled queries.
+
+        Every distinct neighbour distance is a threshold, so the results
+        have a row per distance; the queries are searched and matched
+        `chunk_size` at a time, and besides those rows only a flag (matched
+        its own label) and a distance per query are kept, never a matrix of
+        queries by thresholds. An evaluator overriding `calibrate` is given
+        `batch_lookup`'s `Lookup`s of all the queries at once.
 
         Args:
             predictions: The queries' `[n, dim]` embeddings.
@@ -474,6 +649,8 @@ class Indexer:
             rounding: Decimals the metric values are rounded to. Defaults
                 to 2.
             verbose: Print the cutpoints if 1. Defaults to 1.
+            chunk_size: Queries searched and matched at a time. Defaults to
+                8192. The values do not depend on it.
 
         Returns:
             `CalibrationResults`; its cutpoints are kept for `match` and
@@ -481,15 +658,20 @@ class Indexer:
 
         Raises:
             ValueError: For an unknown metric or matcher, labels not matching
-                the queries, or a lookup error (see `batch_lookup`).
+                the queries, no queries, a `chunk_size` below 1, or a lookup
+                error (see `batch_lookup`).
         """
         calibration_metric = make_classification_metric(calibration_metric)
         extra = [make_classification_metric(m) for m in extra_metrics]
         matcher = make_classification_matcher(matcher)
         rounding = check_int("rounding", rounding, minimum=0, owner="Indexer.calibrate")
+        chunk_size = check_int("chunk_size", chunk_size, minimum=1, owner="Indexer")
         embeddings = self._embeddings(predictions)
         check_labels(target_labels, len(embeddings), "target_labels")
-        if evaluates_on_matrices(self.evaluator, "calibrate"):
+        if evaluates_on_matrices(self.evaluator, "calibrate") and not evaluates_on_matrices(
+            self.evaluator, "evaluate_classification"
+        ):
+            # MemoryEvaluator.calibrate calls the subclass' evaluate_classification once.
             lookup_labels, lookup_distances = self._neighbour_matrices(embeddings, k)
             results = calibrate_on_matrices(
                 self.evaluator,
@@ -502,6 +684,21 @@ class Indexer:
                 extra_metrics=extra,
                 metric_rounding=rounding,
                 verbose=verbose,
+            )
+        elif evaluates_on_matrices(self.evaluator, "calibrate"):
+            check_some_queries(len(embeddings), "calibrate")
+            chunks = neighbour_chunks(
+                self._neighbour_matrices, embeddings, k, self.size(), chunk_size
+            )
+            results = calibrate_in_chunks(
+                chunks,
+                len(embeddings),
+                target_labels,
+                thresholds_targets=dict(thresholds_targets),
+                calibration_metric=calibration_metric,
+                matcher=matcher,
+                extra_metrics=extra,
+                metric_rounding=rounding,
             )
         else:
             results = self.evaluator.calibrate(
@@ -699,10 +896,17 @@ class Indexer:
     def to_data_frame(self, num_items: int = 0) -> Any:
         """Returns the indexed records as a pandas `DataFrame` (needs pandas).
 
+        Removed items are left out (the store keeps their rows until
+        `compact`).
+
         Args:
             num_items: How many records; 0 (default) for all.
         """
-        return self.kv_store.to_data_frame(num_items)
+        num_items = check_int("num_items", num_items, minimum=0, owner="Indexer")
+        if not self._items.dead:
+            return self.kv_store.to_data_frame(num_items)
+        frame = self.kv_store.to_data_frame(0)[self._items.alive()].reset_index(drop=True)
+        return frame if num_items == 0 else frame.head(num_items)
 
     def _embeddings(self, predictions: Any, single: bool = False) -> np.ndarray:
         return check_embeddings(

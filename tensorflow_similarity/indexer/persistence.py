@@ -54,6 +54,7 @@ from tensorflow_similarity.classification_metrics import make_classification_met
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
 from tensorflow_similarity.indexer._metadata import (
     FORMAT_VERSION,
+    ITEMS_FILE,
     METADATA_FILE,
     check_search_ids,
     checksum,
@@ -63,10 +64,11 @@ from tensorflow_similarity.indexer._metadata import (
     recorded_checksums,
     verify_checksums,
 )
+from tensorflow_similarity.indexer.lifecycle import ItemTable, share_store_rows
 from tensorflow_similarity.search import SEARCH_NAMES, Search
 from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
 from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
-from tensorflow_similarity.stores.npz import refuse_pickled
+from tensorflow_similarity.stores.npz import read_npz, refuse_pickled, write_npz
 
 if TYPE_CHECKING:
     from tensorflow_similarity.indexer.indexer import Indexer
@@ -151,6 +153,8 @@ def _write_index(
     metadata = {
         "format_version": FORMAT_VERSION,
         "size": index.size(),
+        "rows": len(index._items),
+        "next_id": index._items.next_id,
         "distance": index.distance.name,
         "embedding_size": index.embedding_size,
         "embedding_output": index.embedding_output,
@@ -173,7 +177,14 @@ def _write_index(
     }
     index.kv_store.save(path, compression=compression)
     index.search.save(path)
-    files: dict[str, int | None] = dict.fromkeys(index.search.saved_files())
+    write_npz(
+        path / ITEMS_FILE,
+        {"ids": index._items.ids(), "alive": index._items.alive()},
+        kind="Indexer",
+        format_version=1,
+        compression=False,
+    )
+    files: dict[str, int | None] = dict.fromkeys([*index.search.saved_files(), ITEMS_FILE])
     files.update(index.kv_store.saved_files(path))
     metadata["files"] = {name: checksum(path / name, length) for name, length in files.items()}
     if model is not None:
@@ -244,34 +255,42 @@ def load_index(
                 refuse_pickled(path / name, owner=owner)
         verify_checksums(path, metadata, checksums)
     store = _saved_store(path, metadata["kv_store"], kv_store)
-    if checksums is not None:
-        for name in [*search.saved_files(), *store.saved_files(path)]:
-            if name not in checksums:
-                raise corrupt_error(
-                    path,
-                    f"{METADATA_FILE} records no checksum of {name}, which the index reads",
-                )
     index = index_class(
         embedding_size=metadata["embedding_size"],
         distance=saved_distance,
-        search=search,
+        # A placeholder: construction empties a given search, and a database's (MilvusSearch)
+        # holds the saved rows themselves. The saved search is set once loaded, below.
+        search="linear",
         evaluator=metadata["evaluator"] or "memory",
         embedding_output=metadata["embedding_output"],
         stat_buffer_size=metadata["stat_buffer_size"],
     )
-    if verbose:
-        print(f"Loading an index of {metadata['size']} embeddings from {path}")
-    index.search.load(path)
-    check_search_ids(path, index.search, metadata["size"])
-    store.load(path, safe_mode=safe_mode)
     # Set after construction, which empties a given store: the one opened in place
     # holds the saved records.
     index.kv_store_type = index.kv_store = store
-    if index.size() != metadata["size"]:
+    index.search_type = index.search = search
+    share_store_rows(index)
+    if checksums is not None:
+        for name in [*search.saved_files(), *store.saved_files(path)]:
+            # A file a version-2 save did not write is not read either: its load says so.
+            if name not in checksums and (path / name).exists():
+                raise corrupt_error(
+                    path,
+                    f"{METADATA_FILE} records no checksum of {name}, which the index reads",
+                )
+    items = _saved_items(path, metadata)
+    if verbose:
+        print(f"Loading an index of {metadata['size']} embeddings from {path}")
+    # The search first, so that a refused search leaves a given store as it was.
+    search.load(path)
+    check_search_ids(path, search, items.alive_ids())
+    store.load(path, safe_mode=safe_mode)
+    if store.size() != len(items):
         raise corrupt_error(
             path,
-            f"its metadata says {metadata['size']} embeddings, its store holds {index.size()}",
+            f"its metadata says {len(items)} rows of embeddings, its store holds {store.size()}",
         )
+    index._items = items
     if index.size() and store.dim != metadata["embedding_size"]:
         raise corrupt_error(
             path,
@@ -296,6 +315,40 @@ def load_index(
             k: np.asarray(v) for k, v in metadata["calibration_thresholds"].items()
         }
     return index
+
+
+def _saved_items(path: Path, metadata: dict[str, Any]) -> ItemTable:
+    """The saved items' ids, tombstones and next id (ids 0 to size - 1 in version 2)."""
+    items = ItemTable()
+    size = metadata["size"]
+    if metadata["format_version"] == 2:
+        items.append(np.arange(size, dtype=np.int64))
+        return items
+    arrays = read_npz(
+        path / ITEMS_FILE, kind="Indexer", format_version=1, keys=("ids", "alive"), owner="Indexer"
+    )
+    ids, alive, next_id = arrays["ids"], arrays["alive"], metadata.get("next_id")
+    consistent = (
+        ids.ndim == 1
+        and np.issubdtype(ids.dtype, np.integer)
+        and alive.shape == ids.shape
+        and alive.dtype == bool
+        and len(ids) == metadata.get("rows")
+        and int(alive.sum()) == size
+        and isinstance(next_id, int)
+        and (not len(ids) or (ids.min() >= 0 and ids.max() < next_id))
+        and len(np.unique(ids[alive])) == size
+    )
+    if not consistent:
+        raise corrupt_error(
+            path,
+            f"{ITEMS_FILE} ({len(ids)} ids, {int(alive.sum())} alive) disagrees with "
+            f"{METADATA_FILE} (rows {metadata.get('rows')!r}, size {size}, next_id "
+            f"{next_id!r}), or gives one id to two items",
+        )
+    items.replace(ids.astype(np.int64), alive)
+    items.next_id = next_id
+    return items
 
 
 def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:

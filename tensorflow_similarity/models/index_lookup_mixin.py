@@ -248,6 +248,47 @@ class IndexLookupMixin:
         self._index.add(self._embed(x), label=y, data=data, build=build)
         self._index.embedding_fingerprint = fingerprint
 
+    # The lifecycle (see `Indexer.remove`, `Indexer.upsert`, `Indexer.compact`).
+
+    def remove_from_index(self, ids: Any) -> None:
+        """Removes the indexed examples `ids` (`Lookup.id`): no lookup returns them again.
+
+        Args:
+            ids: Distinct ids of indexed examples.
+
+        Raises:
+            ValueError: If an id is not an integer, is given twice or is not
+                an indexed example's; nothing is removed then.
+        """
+        self._index.remove(ids)
+
+    def upsert_index(self, ids: Any, x: Any, y: Any = None, data: Any = None) -> None:
+        """Embeds `x` and puts each example under its id, replacing the one it held, if any.
+
+        Args:
+            ids: One distinct non-negative integer id per example: an
+                indexed example's (replaced) or a new one (added).
+            x: A batch of examples.
+            y: Their integer classes, or `None`.
+            data: Items kept with them (returned by lookups), or `None`.
+
+        Raises:
+            ValueError: As `index`, or if `ids` are not one valid id per
+                example; nothing changes then.
+            StaleIndexError: As `index`.
+        """
+        x = self._index_batch(x)
+        check_length("y", y, len(x))
+        check_length("data", data, len(x))
+        check_length("ids", ids, len(x), required=True)
+        fingerprint = self._fingerprint_to_record()
+        self._index.upsert(ids, self._embed(x), labels=y, data=data)
+        self._index.embedding_fingerprint = fingerprint
+
+    def compact_index(self) -> None:
+        """Drops removed examples from the index's memory and files; lookups are unchanged."""
+        self._index.compact()
+
     # Looking up.
 
     def lookup(self, x: Any, k: int = 5, verbose: int = 1) -> list[list[Lookup]]:

@@ -11,6 +11,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity._validation import check_choice, check_int
 from tensorflow_similarity.distances import (
     CosineDistance,
@@ -20,12 +21,15 @@ from tensorflow_similarity.distances import (
     ManhattanDistance,
     SquaredEuclideanDistance,
 )
+from tensorflow_similarity.search.row_ids import RowIds
 from tensorflow_similarity.search.search import Search
-from tensorflow_similarity.stores.growing_array import GrowingArray
 from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
 
-FORMAT_VERSION = 1
+# 2: the faiss index in its own file (faiss.write_index), the npz keeps the ids and the
+# tombstones. 1 (the serialised index inside the npz) still loads.
+FORMAT_VERSION = 2
 FILE_NAME = "faiss_search.npz"
+INDEX_FILE = "faiss_search.faiss"
 ALGOS = ("flat", "hnsw", "ivfpq")
 _SUPPORTED = (
     CosineDistance,
@@ -72,6 +76,13 @@ class FaissSearch(Search):
       number at least `max(nlist, 2**nbits)`; faiss advises 39 per cell)
       unless `train(samples)` was called before. Approximate scores, so
       the reported distances are approximate too. Not for Manhattan.
+
+    Removing (`remove`, and the replaced ids of `upsert`) marks the rows
+    removed (tombstones): every lookup asks faiss for `k` plus the number
+    of tombstones it still holds and leaves them out, so a removed
+    embedding is never returned and flat stays exact. `compact` drops them:
+    flat and ivfpq delete them in place (faiss' `remove_ids`), hnsw, whose
+    graph cannot lose a node, is rebuilt from the embeddings it keeps.
 
     Distances are reported as `LinearSearch` reports them: for cosine the
     embeddings and queries are L2-normalised and faiss' inner product `s`
@@ -165,17 +176,20 @@ class FaissSearch(Search):
                     f"dim={self.dim} must be a multiple of m. Pass an m that divides {self.dim}."
                 )
         self._faiss = import_faiss(owner)
-        self._idxs_buffer = GrowingArray((), np.int64)
+        self._row_ids = RowIds()
+        # Tombstones faiss still holds (ivfpq's compact deletes them but keeps the rows).
+        self._dead_in_index = 0
         self._index = self._new_index()
 
     # Search's verbs.
 
     def size(self) -> int:
-        return len(self._idxs_buffer)
+        return self._row_ids.alive_count
 
     def reset(self) -> None:
         """Empties the index; a trained ivfpq must be trained again."""
-        self._idxs_buffer.clear()
+        self._row_ids.clear()
+        self._dead_in_index = 0
         self._index = self._new_index()
 
     def is_built(self) -> bool:
@@ -211,28 +225,64 @@ class FaissSearch(Search):
         }
 
     def ids(self) -> np.ndarray:
-        """The ids of the embeddings, in the order they were added (a read-only view)."""
-        view = self._idxs_buffer.view()
-        view.flags.writeable = False
-        return view
+        """The ids of the embeddings, in the order they were added (removed ones left out)."""
+        ids = self._row_ids.alive_ids()
+        ids.flags.writeable = False
+        return ids
 
     def saved_files(self) -> list[str]:
-        return [FILE_NAME]
+        return [FILE_NAME, INDEX_FILE]
 
     def _add(self, embeddings: np.ndarray, idxs: np.ndarray) -> None:
         prepared = self._prepare(embeddings)
         if not self._index.is_trained:
             self._check_trainable(len(embeddings))
             self._index.train(prepared)
-        self._index.add(prepared)
-        self._idxs_buffer.extend(idxs)
+        if self.algo == "ivfpq":
+            # Rows keep their number after a compact deletes others, so faiss gets it.
+            rows = np.arange(len(self._row_ids), len(self._row_ids) + len(prepared))
+            self._index.add_with_ids(prepared, rows.astype(np.int64))
+        else:
+            self._index.add(prepared)
+        self._row_ids.extend(idxs)
+
+    def _remove(self, idxs: np.ndarray) -> None:
+        self._row_ids.kill(self._row_ids.rows_of(idxs))
+        self._dead_in_index += len(idxs)
+
+    def _present(self, idxs: np.ndarray) -> np.ndarray:
+        return self._row_ids.rows_of(idxs) >= 0
+
+    def _compact(self) -> None:
+        if not self._dead_in_index:
+            return
+        alive = self._row_ids.alive()
+        if self.algo == "ivfpq":
+            dead_rows = np.flatnonzero(~alive).astype(np.int64)
+            self._index.remove_ids(self._faiss.IDSelectorBatch(dead_rows))
+            self._dead_in_index = 0
+            return
+        if self.algo == "flat":
+            # Deletes in place, keeping the order of the rows left.
+            dead_rows = np.flatnonzero(~alive).astype(np.int64)
+            self._index.remove_ids(self._faiss.IDSelectorBatch(dead_rows))
+        else:
+            kept = np.array(self._stored_vectors(self._index)[0][alive])
+            index = self._new_index()
+            index.add(kept)
+            self._index = index
+        self._row_ids.keep(alive.copy())
+        self._dead_in_index = 0
 
     def _lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        asked = min(k + self._dead_in_index, self._index.ntotal)
         if self.algo == "hnsw":
-            self._index.hnsw.efSearch = max(self.ef_search, k)
-        scores, positions = self._index.search(self._prepare(queries), k)
+            self._index.hnsw.efSearch = max(self.ef_search, asked)
+        scores, positions = self._index.search(self._prepare(queries), asked)
+        if self._dead_in_index:
+            scores, positions = self._without_tombstones(scores, positions, k)
         found = positions >= 0
-        idxs = np.where(found, self._idxs_buffer.view()[np.where(found, positions, 0)], -1)
+        idxs = np.where(found, self._row_ids.ids()[np.where(found, positions, 0)], -1)
         if isinstance(self.distance, CosineDistance):
             distances = np.maximum(1.0 - scores, 0.0)
         elif isinstance(self.distance, InnerProductSimilarity):
@@ -244,25 +294,43 @@ class FaissSearch(Search):
         distances = np.where(found, distances, np.inf).astype(np.float32)
         return idxs.astype(np.int64), distances
 
+    def _without_tombstones(
+        self, scores: np.ndarray, positions: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The first `k` results of each row that are not tombstones, -1 past the found ones."""
+        alive = self._row_ids.alive()
+        keep = (positions >= 0) & alive[np.where(positions >= 0, positions, 0)]
+        # A stable sort by "is a tombstone" moves the alive results first, in order.
+        order = np.argsort(~keep, axis=1, kind="stable")[:, :k]
+        kept = np.take_along_axis(keep, order, axis=1)
+        scores = np.take_along_axis(scores, order, axis=1)
+        positions = np.where(kept, np.take_along_axis(positions, order, axis=1), -1)
+        return scores, positions
+
     def _save(self, path: Path) -> None:
         write_npz(
             path / FILE_NAME,
             {
                 "config": np.array(json.dumps(self.get_config())),
-                "index": self._faiss.serialize_index(self._index),
-                "idxs": self._idxs_buffer.view(),
+                "idxs": self._row_ids.ids(),
+                "alive": self._row_ids.alive(),
+                "dead_in_index": np.int64(self._dead_in_index),
             },
             kind=type(self).__name__,
             format_version=FORMAT_VERSION,
+            compression=False,
         )
+        with _atomic.writing_file(path / INDEX_FILE) as partial:
+            self._faiss.write_index(self._index, str(partial))
 
     def _load(self, path: Path) -> None:
         owner = type(self).__name__
         arrays = read_npz(
             path / FILE_NAME,
             kind=owner,
-            format_version=FORMAT_VERSION,
-            keys=("config", "index", "idxs"),
+            format_version=(1, FORMAT_VERSION),
+            keys=("config", "idxs"),
+            optional=("index", "alive", "dead_in_index"),
             owner=owner,
         )
         config = json.loads(str(arrays["config"]))
@@ -273,18 +341,28 @@ class FaissSearch(Search):
                 f"this index has algo={self.algo!r}. Create the index with "
                 f"algo={config.get('algo')!r} to load it."
             )
+        version = int(arrays["format_version"])
+        file = path / (FILE_NAME if version == 1 else INDEX_FILE)
         try:
-            index = self._faiss.deserialize_index(arrays["index"])
-        except RuntimeError as err:
+            if version == 1:
+                index = self._faiss.deserialize_index(arrays["index"])
+            else:
+                index = self._faiss.read_index(str(file))
+        except (RuntimeError, KeyError) as err:
             raise ValueError(
-                f"{owner}: the faiss index in {str(path / FILE_NAME)!r} is corrupt ({err}). "
+                f"{owner}: the faiss index in {str(file)!r} is corrupt or missing ({err}). "
                 "Save the index again."
             ) from err
         idxs = arrays["idxs"]
+        alive = arrays.get("alive", np.ones(len(idxs), bool))
+        dead_in_index = int(arrays.get("dead_in_index", 0))
+        rows_in_index = len(idxs) - (int((~alive).sum()) - dead_in_index)
         consistent = (
             idxs.ndim == 1
             and np.issubdtype(idxs.dtype, np.integer)
-            and index.ntotal == len(idxs)
+            and alive.shape == idxs.shape
+            and alive.dtype == bool
+            and index.ntotal == rows_in_index
             and index.d == self.dim
         )
         if not consistent:
@@ -293,10 +371,11 @@ class FaissSearch(Search):
                 f"of size {index.d}, ids {idxs.shape} {idxs.dtype}). Save the index again."
             )
         for vectors in self._stored_vectors(index):
-            check_finite_rows(vectors, path / FILE_NAME, owner=owner)
+            check_finite_rows(vectors, file, owner=owner)
         self._index = index
         self._configure(index)
-        self._idxs_buffer.replace(arrays["idxs"].astype(np.int64))
+        self._row_ids.replace(idxs.astype(np.int64), alive)
+        self._dead_in_index = dead_in_index
 
     # faiss.
 

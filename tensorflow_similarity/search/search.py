@@ -25,7 +25,9 @@ class Search(abc.ABC):
     The base checks every argument, before any work and with the index left
     as it was, and leaves subclasses four methods on checked input:
     `_add(embeddings, idxs)`, `_lookup(queries, k)`, `_save(path)`,
-    `_load(path)`, plus `size()` and `reset()`. Lookups return, per query,
+    `_load(path)`, plus `size()` and `reset()`; a search that can remove
+    rows also implements `_remove(idxs)` and, if it keeps tombstones,
+    `_compact()` (the lifecycle verbs `remove`, `upsert` and `compact`). Lookups return, per query,
     the ids of its `k` nearest embeddings and their distances, nearest
     first (ascending distance). For `InnerProductSimilarity`, a similarity,
     the distance returned is the negated inner product `-q.k`, so that
@@ -160,6 +162,59 @@ class Search(abc.ABC):
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         return self._lookup(embeddings, k)
 
+    def remove(self, idxs: Sequence[int]) -> None:
+        """Removes the embeddings added under the ids `idxs`: no lookup returns them again.
+
+        A search that cannot delete in place (HNSW) marks them removed
+        (tombstones, left out of every lookup) until `compact`.
+
+        Args:
+            idxs: Distinct ids of embeddings in the index.
+
+        Raises:
+            ValueError: If `idxs` are not distinct integers, or one is not in
+                the index (nothing is removed then).
+        """
+        idxs = self._idxs(idxs, len(np.asarray(idxs).reshape(-1)))
+        self._check_distinct(idxs)
+        missing = idxs[~self._present(idxs)]
+        if len(missing):
+            raise ValueError(
+                f"{type(self).__name__}: no embedding has the id {int(missing[0])} "
+                f"({len(missing)} of the {len(idxs)} ids are not in the index); nothing was "
+                "removed. Pass ids of indexed embeddings."
+            )
+        if len(idxs):
+            self._remove(idxs)
+
+    def upsert(self, embeddings: Any, idxs: Sequence[int]) -> None:
+        """Puts `embeddings[i]` under the id `idxs[i]`, replacing what the id held, if anything.
+
+        Args:
+            embeddings: `[n, dim]` embeddings.
+            idxs: `n` distinct integer ids, indexed or new.
+
+        Raises:
+            ValueError: As `batch_add`, or if `idxs` are not distinct.
+        """
+        embeddings = self._embeddings(embeddings, what="embeddings")
+        idxs = self._idxs(idxs, len(embeddings))
+        self._check_distinct(idxs)
+        if not len(idxs):
+            return
+        present = idxs[self._present(idxs)]
+        if len(present):
+            self._remove(present)
+        self._add(embeddings, idxs)
+
+    def compact(self) -> None:
+        """Drops what removed embeddings still hold (tombstones), rebuilding if needed.
+
+        Lookups are the same before and after; only memory and speed
+        change. A no-op for a search that deletes in place.
+        """
+        self._compact()
+
     def save(self, path: Path | str) -> None:
         """Writes the index into the folder `path` (created if needed).
 
@@ -243,6 +298,30 @@ class Search(abc.ABC):
     @abc.abstractmethod
     def _load(self, path: Path) -> None:
         """Loads from the folder `path`, reading and checking everything before any change."""
+
+    def _remove(self, idxs: np.ndarray) -> None:
+        """Removes checked, distinct, present int64 ids."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot remove embeddings; implement _remove(idxs)."
+        )
+
+    def _compact(self) -> None:  # noqa: B027 - a hook whose default is to do nothing
+        """Drops tombstones; nothing to do for a search that deletes in place."""
+
+    def _present(self, idxs: np.ndarray) -> np.ndarray:
+        """Whether each of `idxs` is the id of an indexed embedding."""
+        ids = getattr(self, "ids", None)
+        if ids is None:
+            raise NotImplementedError(f"{type(self).__name__} does not list its ids.")
+        return np.isin(idxs, ids())
+
+    def _check_distinct(self, idxs: np.ndarray) -> None:
+        unique, counts = np.unique(idxs, return_counts=True)
+        if (counts > 1).any():
+            raise ValueError(
+                f"{type(self).__name__}: the id {int(unique[counts > 1][0])} is given "
+                f"{int(counts.max())} times; pass each id once."
+            )
 
     @property
     def is_similarity(self) -> bool:

@@ -38,7 +38,7 @@ class IndexSnapshot:
         keys: `[m, dim]` float32 keys, as `LinearSearch.key_arrays` returns
             them (unit rows for cosine).
         key_norms: `[1, m]` float32 squared norms of `keys`.
-        ids: `[m]` int64 record ids (positions in the index).
+        ids: `[m]` int64 item ids (`Lookup.id`; removed items left out).
         labels: `[m]` int64 labels, -1 for an item indexed without one.
         label_names: `[m]` class names (`bytes`): `class_names[label]`, or
             the label's digits when `class_names` has no such entry, `b""`
@@ -114,11 +114,11 @@ def snapshot_index(
     if isinstance(search, LinearSearch):
         ids = np.array(search.ids(), np.int64)
     else:
-        ids = np.arange(size, dtype=np.int64)
+        ids = np.asarray(index.ids(), np.int64)
         search = LinearSearch(index.distance, dim=dim)
-        search.batch_add(index.kv_store.batch_get(ids.tolist())[0], ids)
+        search.batch_add(index.batch_get(ids)[0], ids)
     keys, key_norms = search.key_arrays()
-    _, stored_labels, _ = index.kv_store.batch_get(ids.tolist())
+    _, stored_labels, _ = index.batch_get(ids)
     names = list(class_names or [])
     labels = np.array([-1 if label is None else int(label) for label in stored_labels], np.int64)
     label_names = np.array(

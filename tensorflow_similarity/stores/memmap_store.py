@@ -19,6 +19,10 @@ from tensorflow_similarity.stores.store import Store
 
 FORMAT_VERSION = 1
 META_NAME = "memmap_store.json"
+# Written once `keep` has written its new column files (*.bin.compact): the description
+# after it. Its presence at open finishes the switch a crash interrupted.
+COMPACT_NAME = "memmap_store.compact.json"
+_COMPACT_ROWS = 2**16
 # Column files: name -> dtype of one element.
 _COLUMNS = {"embeddings": np.float32, "labels": np.int64, "has_label": np.uint8}
 
@@ -81,6 +85,7 @@ class MemmapStore(Store):
         super().__init__(name=name, verbose=verbose)
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        _finish_compaction(self.path)
         if (self.path / META_NAME).exists():
             self._meta = _read_meta(self.path, type(self).__name__)
         else:
@@ -140,6 +145,36 @@ class MemmapStore(Store):
         }
         self._write_meta()
 
+    def embedding_rows(self) -> np.ndarray:
+        if self.size() == 0:
+            return np.zeros((0, self.dim or 0), np.float32)
+        return self._memory_maps()["embeddings"]
+
+    def _keep(self, mask: np.ndarray) -> None:
+        """Writes the kept rows into new column files and switches them in, crash-safely.
+
+        A store opened in place on a saved folder writes them into its
+        private folder instead (the saved one is never written to).
+        """
+        maps = self._memory_maps() if self.size() else {}
+        saved, count = self._opened_saved, int(mask.sum())
+        target = self.path if saved is None else _private_folder(saved)
+        suffix = ".compact" if saved is None else ""
+        for column, rows in maps.items():
+            write_rows(target / f"{column}.bin{suffix}", rows, mask)
+        meta = {**self._meta, "count": count}
+        self._maps = None
+        if saved is not None:
+            self._opened_saved, self.path = None, target
+            weakref.finalize(self, shutil.rmtree, str(target), True)
+            self._meta = meta
+            self._write_meta()
+            return
+        description = {"format_version": FORMAT_VERSION, "kind": type(self).__name__, **meta}
+        _atomic.write_text(self.path / COMPACT_NAME, json.dumps(description))
+        _finish_compaction(self.path)
+        self._meta = meta
+
     def _get(self, idxs: np.ndarray) -> tuple[np.ndarray, list[int | None], list[Any]]:
         if self.size() == 0:
             return np.zeros((0, 0), np.float32), [], []
@@ -198,6 +233,10 @@ class MemmapStore(Store):
         if path.resolve() == self.path.resolve():
             self._meta, self._maps = meta, None
             self._opened_saved = path
+            # Mapped now: a later save over the folder replaces its files, and this
+            # reader keeps reading the ones it loaded, never a mix.
+            if meta["count"]:
+                self._memory_maps()
             return
         staged = []
         for column in (*_COLUMNS, "data"):
@@ -230,10 +269,9 @@ class MemmapStore(Store):
         private = _private_folder(saved)
         try:
             if keep_records:
-                for column in (*_COLUMNS, "data"):
-                    source = saved / f"{column}.bin"
-                    if source.exists():
-                        shutil.copyfile(source, private / f"{column}.bin")
+                # From the maps opened at load, not the folder, which a save may have replaced.
+                for column, rows in (self._memory_maps() if self.size() else {}).items():
+                    write_rows(private / f"{column}.bin", rows)
         except OSError as error:
             shutil.rmtree(private, ignore_errors=True)
             raise OSError(
@@ -300,6 +338,38 @@ class MemmapStore(Store):
     def _write_meta(self) -> None:
         meta = {"format_version": FORMAT_VERSION, "kind": type(self).__name__, **self._meta}
         _atomic.write_text(self.path / META_NAME, json.dumps(meta))
+
+
+def write_rows(file: Path, rows: np.ndarray, mask: np.ndarray | None = None) -> None:
+    """Writes `rows` (those where `mask` is true) raw to `file`, a block at a time, flushed."""
+    with open(file, "wb") as out:
+        for start in range(0, len(rows), _COMPACT_ROWS):
+            block = rows[start : start + _COMPACT_ROWS]
+            if mask is not None:
+                block = block[mask[start : start + _COMPACT_ROWS]]
+            out.write(np.ascontiguousarray(block))
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _finish_compaction(path: Path) -> None:
+    """Completes or undoes a `keep` a crash interrupted in the store folder `path`.
+
+    Before its description was written the new column files are dropped;
+    after, they are switched in and the description becomes the store's.
+    """
+    marker = path / COMPACT_NAME
+    pending = sorted(path.glob("*.bin.compact"))
+    if not marker.exists():
+        for file in pending:
+            file.unlink()
+        return
+    for file in pending:
+        os.replace(file, path / file.name[: -len(".compact")])
+    _atomic.fsync_dir(path)
+    _atomic.write_text(path / META_NAME, marker.read_text())
+    marker.unlink()
+    _atomic.fsync_dir(path)
 
 
 def _private_folder(saved: Path) -> Path:

@@ -9,13 +9,17 @@ from typing import Any
 import keras
 import numpy as np
 
+from tensorflow_similarity import _atomic
 from tensorflow_similarity.stores.growing_array import GrowingArray
 from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
 from tensorflow_similarity.stores.store import Store
 
-FORMAT_VERSION = 1
+# 2: the embeddings are raw in their own .npy, memory-mapped by load. 1 (the embeddings
+# inside the npz) still loads.
+FORMAT_VERSION = 2
 FILE_NAME = "memory_store.npz"
-_KEYS = ("embeddings", "labels", "has_label", "data_kind", "data")
+EMBEDDINGS_FILE = "memory_store_embeddings.npy"
+_KEYS = ("labels", "has_label", "data_kind", "data")
 # Only in files whose data_kind is "ragged": one row of shape per record.
 _SHAPES_KEY = "data_shapes"
 
@@ -24,8 +28,12 @@ _SHAPES_KEY = "data_shapes"
 class MemoryStore(Store):
     """Records kept in memory: embeddings in one float32 array, labels and data beside.
 
-    `save` writes one compressed `.npz` file, `memory_store.npz`, holding a
-    format version. Data that NumPy stores without pickle are saved as plain
+    `save` writes the embeddings raw (`memory_store_embeddings.npy`, written
+    and read at disk speed) and the labels and data into
+    `memory_store.npz` (compressed unless `compression=False`), holding a
+    format version. `load` memory-maps the embeddings (read-only; the first
+    record added copies them into memory), so a large index opens without
+    being read into memory. Data that NumPy stores without pickle are saved as plain
     arrays: items that stack into one numeric or string array (images of one
     shape, strings, numbers), or numeric or string arrays of one dtype kind
     and rank but different shapes (saved concatenated, with their shapes).
@@ -77,6 +85,18 @@ class MemoryStore(Store):
         self._has_label.extend(has_label)
         self._data.extend(data)
 
+    def embedding_rows(self) -> np.ndarray:
+        if self._embeddings is None:
+            return np.zeros((0, 0), np.float32)
+        return self._embeddings.view()
+
+    def _keep(self, mask: np.ndarray) -> None:
+        if self._embeddings is not None:
+            self._embeddings.replace(np.array(self._embeddings.view()[mask]))
+        self._labels.replace(self._labels.view()[mask])
+        self._has_label.replace(self._has_label.view()[mask])
+        self._data = [item for item, kept in zip(self._data, mask.tolist(), strict=True) if kept]
+
     def _get(self, idxs: np.ndarray) -> tuple[np.ndarray, list[int | None], list[Any]]:
         if self._embeddings is None:
             return np.zeros((0, 0), np.float32), [], []
@@ -89,8 +109,11 @@ class MemoryStore(Store):
         )
 
     def saved_files(self, path: Path | str) -> dict[str, int | None]:
-        del path
-        return {FILE_NAME: None}
+        """The npz and, from format version 2 on, the raw embeddings (if `path` holds them)."""
+        files: dict[str, int | None] = {FILE_NAME: None}
+        if (Path(path) / EMBEDDINGS_FILE).exists():
+            files[EMBEDDINGS_FILE] = None
+        return files
 
     def _save(self, path: Path, compression: bool) -> None:
         dim = self.dim or 0
@@ -106,7 +129,7 @@ class MemoryStore(Store):
                 stacklevel=3,
             )
         arrays = {
-            "embeddings": embeddings.astype(np.float32),
+            "dim": np.int64(dim),
             "labels": self._labels.view(),
             "has_label": self._has_label.view(),
             "data_kind": np.array(data_kind),
@@ -121,19 +144,26 @@ class MemoryStore(Store):
             format_version=FORMAT_VERSION,
             compression=compression,
         )
+        with _atomic.writing_file(path / EMBEDDINGS_FILE) as partial, open(partial, "wb") as out:
+            np.save(out, np.asarray(embeddings, np.float32), allow_pickle=False)
 
     def _load(self, path: Path, safe_mode: bool) -> None:
         file = path / FILE_NAME
         arrays = read_npz(
             file,
             kind=type(self).__name__,
-            format_version=FORMAT_VERSION,
+            format_version=(1, FORMAT_VERSION),
             keys=_KEYS,
             owner=type(self).__name__,
-            optional=(_SHAPES_KEY,),
+            optional=(_SHAPES_KEY, "embeddings"),
             safe_mode=safe_mode,
         )
-        embeddings, labels, has_label = arrays["embeddings"], arrays["labels"], arrays["has_label"]
+        if int(arrays["format_version"]) == 1:
+            embeddings = arrays.get("embeddings", np.zeros(0))
+        else:
+            file = path / EMBEDDINGS_FILE
+            embeddings = _memory_mapped(file, type(self).__name__)
+        labels, has_label = arrays["labels"], arrays["has_label"]
         data_kind, data = str(arrays["data_kind"]), arrays["data"]
         count = len(labels)
         try:
@@ -161,7 +191,29 @@ class MemoryStore(Store):
         check_finite_rows(embeddings, file, owner=type(self).__name__)
         self.reset()
         if count:
-            self._add(embeddings.astype(np.float32), labels, has_label.astype(bool), data_list)
+            self._embeddings = GrowingArray((embeddings.shape[1],), np.float32)
+            # Taken over, not copied: a memory map stays one until the first add.
+            self._embeddings.replace(
+                embeddings if embeddings.dtype == np.float32 else embeddings.astype(np.float32)
+            )
+            self._labels.replace(labels.astype(np.int64))
+            self._has_label.replace(has_label.astype(bool))
+            self._data = data_list
+
+
+def _memory_mapped(file: Path, owner: str) -> np.ndarray:
+    """The raw rows saved in `file`, memory-mapped read-only (nothing read yet)."""
+    try:
+        return np.load(file, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{owner}: no saved embeddings at {str(file)!r}. Pass the folder given to save()."
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"{owner}: {str(file)!r} is not a readable .npy of embeddings ({err}). The file is "
+            "corrupt or truncated; save the index again."
+        ) from err
 
 
 def _pack_data(data: list[Any]) -> tuple[str, np.ndarray, np.ndarray | None]:

@@ -54,7 +54,7 @@ def read_npz(
     path: Path,
     *,
     kind: str,
-    format_version: int,
+    format_version: int | Sequence[int],
     keys: Sequence[str],
     owner: str,
     optional: Sequence[str] = (),
@@ -65,7 +65,8 @@ def read_npz(
     Args:
         path: The file.
         kind: The `kind` the file must hold.
-        format_version: The version the file must hold.
+        format_version: The version the file must hold, or the versions
+            it may hold (the one found is returned as `"format_version"`).
         keys: The arrays to read; each must be present.
         owner: The class reading, for the messages.
         optional: Arrays read too when present.
@@ -86,11 +87,12 @@ def read_npz(
         raise FileNotFoundError(
             f"{owner}: no saved file at {str(path)!r}. Pass the folder given to save()."
         )
+    versions = (format_version,) if isinstance(format_version, int) else tuple(format_version)
     try:
         with np.load(path, allow_pickle=False) as npz:
             found_version = int(npz["format_version"])
             found_kind = str(npz["kind"])
-            if found_kind != kind or found_version != format_version:
+            if found_kind != kind or found_version not in versions:
                 raise _WrongFormat(found_kind, found_version)
             wanted = [*keys, *(key for key in optional if key in npz.files)]
             pickled = [key for key in wanted if _holds_objects(npz, key)]
@@ -103,10 +105,11 @@ def read_npz(
     except _Pickled as err:
         raise _pickled_error(path, err.keys[0], owner) from None
     except _WrongFormat as err:
+        wanted = " or ".join(str(version) for version in versions)
         raise ValueError(
             f"{owner}: {str(path)!r} holds a {err.kind!r} file of format version "
             f"{err.version}; this version of {owner} reads {kind!r} files of format version "
-            f"{format_version}. Save it again with the version that wrote it, or rebuild "
+            f"{wanted}. Save it again with the version that wrote it, or rebuild "
             "the index."
         ) from None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
@@ -114,6 +117,8 @@ def read_npz(
             f"{owner}: {str(path)!r} is not a readable saved {kind} ({type(err).__name__}: "
             f"{err}). The file is corrupt or truncated; save the index again."
         ) from err
+    if not isinstance(format_version, int):
+        arrays["format_version"] = np.int64(found_version)
     return arrays
 
 

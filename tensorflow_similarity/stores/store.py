@@ -188,6 +188,43 @@ class Store(abc.ABC):
         del path
         return {}
 
+    def embedding_rows(self) -> np.ndarray:
+        """All the records' embeddings, `[size(), dim]` float32, in id order, not copied.
+
+        A view (or a read-only memory map) that the next change may
+        invalidate: read it again after one. `LinearSearch` searches it
+        (see `LinearSearch.share_rows`), so an `Indexer` holds its
+        embeddings once.
+
+        Raises:
+            NotImplementedError: If the store cannot give its rows without
+                a copy (then an `Indexer` keeps a second copy in its search).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not share its embedding rows.")
+
+    def keep(self, mask: Any) -> None:
+        """Keeps only the records where `mask` is true, renumbered `0, 1, ...` in order.
+
+        What `Indexer.compact` does to the store once removed records are
+        dropped.
+
+        Args:
+            mask: `size()` booleans.
+
+        Raises:
+            ValueError: If `mask` is not `size()` booleans.
+        """
+        mask = np.asarray(mask)
+        if mask.shape != (self.size(),) or mask.dtype != bool:
+            raise ValueError(
+                f"{type(self).__name__}: keep takes one boolean per record ({self.size()}); "
+                f"got {mask.dtype} of shape {list(mask.shape)}."
+            )
+        self._keep(mask)
+
+    def _keep(self, mask: np.ndarray) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot drop records.")
+
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "verbose": self.verbose}
 

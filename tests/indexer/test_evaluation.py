@@ -256,6 +256,7 @@ def _old_batch_lookup(index, queries, k):
                     label=as_label(labels[rank]),
                     embedding=embeddings[rank],
                     data=data[rank],
+                    id=int(row_idxs[rank]),
                 )
                 for rank in range(len(row_idxs))
             ]

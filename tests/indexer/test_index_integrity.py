@@ -55,14 +55,29 @@ def _strip_checksums(folder):
 
 
 def _rewrite_search(folder, change):
-    """Rewrites linear_search.npz as a valid file whose arrays `change(arrays)` returns."""
+    """Rewrites linear_search.npz as a valid file whose arrays `change(arrays)` returns.
+
+    `arrays` also holds the store's `"embeddings"` (memory_store_embeddings.npy, which
+    the search reads), written back too.
+    """
     with np.load(folder / "linear_search.npz") as npz:
-        arrays = {key: npz[key] for key in ("config", "embeddings", "idxs")}
-    write_npz(folder / "linear_search.npz", change(arrays), kind="LinearSearch", format_version=1)
+        arrays = {key: npz[key] for key in npz.files if key not in ("kind", "format_version")}
+    rows_file = folder / "memory_store_embeddings.npy"
+    if rows_file.exists():
+        arrays["embeddings"] = np.load(rows_file)
+    changed = change(dict(arrays))
+    if rows_file.exists():
+        np.save(rows_file, changed.pop("embeddings"))
+        arrays.pop("embeddings")
+    if any(changed[key] is not arrays[key] for key in arrays):
+        write_npz(folder / "linear_search.npz", changed, kind="LinearSearch", format_version=2)
 
 
 def _first_rows(arrays, n=100):
-    return {**arrays, "embeddings": arrays["embeddings"][:n], "idxs": arrays["idxs"][:n]}
+    return {
+        **arrays,
+        **{key: arrays[key][:n] for key in ("idxs", "alive", "squared_norms")},
+    }
 
 
 def _reversed_ids(arrays):
@@ -94,7 +109,7 @@ CHECKSUM_MESSAGE = "changed after the index was saved|bytes but was saved with"
             "holds 160",
         ),
         (_reversed_ids, r"linear_search.npz gives its row 0 the id 159.*, 0 to 159 in order"),
-        (_nan_rows, "linear_search.npz.* 80 embeddings with NaN or infinite values"),
+        (_nan_rows, "memory_store_embeddings.npy.* 80 embeddings with NaN or infinite values"),
     ],
     ids=["truncated", "reversed-ids", "nan-rows"],
 )
@@ -106,7 +121,8 @@ def test_a_search_file_that_disagrees_with_the_index_is_refused(
     if checksums == "absent":
         _strip_checksums(tmp_path)
     else:
-        message = f"linear_search.npz.*({CHECKSUM_MESSAGE})"
+        file = message.split(".")[0]
+        message = f"{file}.*({CHECKSUM_MESSAGE})"
     with pytest.raises(ValueError, match=message):
         Indexer.load(tmp_path, verbose=0)
 
@@ -234,6 +250,7 @@ def test_save_records_a_checksum_of_every_file_it_wrote(tmp_path):
     files = _metadata(tmp_path / "index")["files"]
     assert set(files) == {
         "linear_search.npz",
+        "index_items.npz",
         "memmap_store.json",
         "embeddings.bin",
         "labels.bin",

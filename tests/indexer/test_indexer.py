@@ -78,7 +78,7 @@ def test_single_add_and_lookup_agree_with_batches():
         single.add(embedding[None], label=label, verbose=0)
     batch, _, _ = _filled()
     assert single.single_lookup(x[3], k=4) == [
-        Lookup(n.rank, n.distance, n.label, n.embedding, None)
+        Lookup(n.rank, n.distance, n.label, n.embedding, None, n.id)
         for n in batch.batch_lookup(x[3:4], k=4, verbose=0)[0]
     ]
 

@@ -143,4 +143,4 @@ def test_load_refuses_nan_embeddings_and_changes_nothing(tmp_path, algo):
     with pytest.raises(ValueError, match="faiss_search.npz' holds 1 embeddings with NaN"):
         target.load(tmp_path)
     assert target.ids().tolist() == [7, 8] and target.size() == 2
-    assert target.saved_files() == ["faiss_search.npz"]
+    assert target.saved_files() == ["faiss_search.npz", "faiss_search.faiss"]

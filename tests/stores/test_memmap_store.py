@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from tensorflow_similarity.stores import MemmapStore, MemoryStore
+from tensorflow_similarity.stores import MemmapStore, MemoryStore, memmap_store
 
 
 def _records(seed=0, count=6):
@@ -178,7 +178,9 @@ def test_a_store_opened_in_its_saved_folder_copies_it_before_a_change(tmp_path, 
     store = MemmapStore(tmp_path / "saved")
     store.load(tmp_path / "saved")
     # A copy that fails (a full disk) changes nothing: the store still reads the saved folder.
-    monkeypatch.setattr("shutil.copyfile", lambda *a: (_ for _ in ()).throw(OSError(28, "full")))
+    monkeypatch.setattr(
+        memmap_store, "write_rows", lambda *a: (_ for _ in ()).throw(OSError(28, "full"))
+    )
     with pytest.raises(OSError, match="Nothing was changed; free disk space"):
         store.add(embeddings[4], labels[4], images[4])
     assert store.path == tmp_path / "saved" and store.size() == 4
@@ -187,3 +189,24 @@ def test_a_store_opened_in_its_saved_folder_copies_it_before_a_change(tmp_path, 
     assert store.path != tmp_path / "saved" and store.size() == 5
     np.testing.assert_array_equal(store.batch_get(range(5))[0], embeddings[:5])
     assert {f.name: f.read_bytes() for f in (tmp_path / "saved").iterdir()} == saved
+
+
+@pytest.mark.parametrize("crash", ["before-description", "after-description"])
+def test_keep_interrupted_by_a_crash_opens_as_before_or_after(tmp_path, monkeypatch, crash):
+    store = MemmapStore(tmp_path)
+    store.batch_add(np.arange(12.0).reshape(6, 2), labels=[0, 1, 2, 3, 4, 5])
+    mask = np.array([1, 0, 1, 0, 0, 1], bool)
+    # The crash: keep stops once its new column files (and, after, its description) exist.
+    monkeypatch.setattr(memmap_store, "_finish_compaction", lambda path: None)
+    if crash == "before-description":
+        monkeypatch.setattr(memmap_store._atomic, "write_text", lambda *a: None)
+    store.keep(mask)
+    monkeypatch.undo()
+    assert list(tmp_path.glob("*.bin.compact"))
+    reopened = MemmapStore(tmp_path)
+    want = [0, 2, 5] if crash == "after-description" else [0, 1, 2, 3, 4, 5]
+    assert reopened.batch_get(list(range(len(want))))[1] == want
+    np.testing.assert_array_equal(
+        reopened.embedding_rows(), np.arange(12.0).reshape(6, 2)[want].astype(np.float32)
+    )
+    assert not list(tmp_path.glob("*.compact*"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 
 import keras
@@ -134,17 +135,17 @@ def test_load_refuses_corrupt_and_other_versions_and_changes_nothing(tmp_path):
     (tmp_path / "corrupt").mkdir()
     (tmp_path / "corrupt" / "memory_store.npz").write_bytes(content[: len(content) // 2])
     write_npz(
-        tmp_path / "v2" / "memory_store.npz",
+        tmp_path / "v99" / "memory_store.npz",
         {"embeddings": np.zeros((1, 3))},
         kind="MemoryStore",
-        format_version=2,
+        format_version=99,
     )
     target = MemoryStore()
     target.batch_add(np.ones((2, 6)), labels=[7, 8])
     with pytest.raises(ValueError, match="corrupt"):
         target.load(tmp_path / "corrupt")
-    with pytest.raises(ValueError, match="format version 2"):
-        target.load(tmp_path / "v2")
+    with pytest.raises(ValueError, match="format version 99"):
+        target.load(tmp_path / "v99")
     with pytest.raises(FileNotFoundError):
         target.load(tmp_path / "missing")
     assert target.size() == 2 and target.batch_get([0, 1])[1] == [7, 8]
@@ -221,3 +222,29 @@ def test_load_refuses_nan_embeddings_and_changes_nothing(tmp_path):
         target.load(tmp_path)
     assert target.size() == 2 and target.batch_get([0, 1])[1] == [7, 8]
     assert target.saved_files(tmp_path) == {"memory_store.npz": None}
+
+
+def test_embeddings_are_saved_raw_and_load_memory_mapped(tmp_path):
+    store, embeddings, _ = _filled()
+    store.save(tmp_path, compression=True)
+    assert set(store.saved_files(tmp_path)) == {"memory_store.npz", "memory_store_embeddings.npy"}
+    raw = np.load(tmp_path / "memory_store_embeddings.npy", allow_pickle=False)
+    np.testing.assert_array_equal(raw, np.asarray(embeddings, np.float32))
+    with np.load(tmp_path / "memory_store.npz") as npz:
+        assert "embeddings" not in npz.files
+    loaded = MemoryStore()
+    loaded.load(tmp_path)
+    assert _memory_mapped(loaded.embedding_rows())
+    np.testing.assert_array_equal(loaded.embedding_rows(), raw)
+    loaded.add(np.zeros(raw.shape[1]), label=1)  # copies into memory, the file is untouched
+    np.testing.assert_array_equal(np.load(tmp_path / "memory_store_embeddings.npy"), raw)
+    assert loaded.size() == len(raw) + 1
+
+
+def _memory_mapped(array):
+    """Whether `array` reads a memory-mapped file (through any chain of views)."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
