@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import keras
 
-from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.models.accumulation import group_micro_batches
-from tensorflow_similarity.models.algorithms import get_algorithm
 from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
+from tensorflow_similarity.models.contrastive_arguments import (
+    check_contrastive_arguments,
+    serialize_augmenter,
+)
 from tensorflow_similarity.models.contrastive_step import ContrastiveStepMixin
 from tensorflow_similarity.models.non_finite import fit_arguments
 from tensorflow_similarity.models.teacher import MomentumTeacherMixin
@@ -58,15 +59,10 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
     at the end of `fit`.
 
     A method with a momentum teacher (BYOL, MoCo v3, DINO) keeps
-    `teacher_backbone` and `teacher_projector`, copies of the student's
-    networks that the optimizer never touches. After each optimizer step every
-    teacher weight moves to `m * teacher + (1 - m) * student`, on every
-    replica alike, with `m` rising from `momentum` to 1 along the cosine
-    schedule over the run's optimizer steps (`total_steps`, or what `fit` is
-    asked for: `epochs` times the steps of an epoch, whatever `initial_epoch`
-    is). The teacher runs in training mode, so its batch norms normalise with
-    the batch's statistics and keep their own moving statistics. Its state is
-    `MomentumTeacherMixin`'s (`models.teacher`).
+    `teacher_backbone` and `teacher_projector`, which follow the student along
+    a cosine momentum schedule (see `models.teacher.MomentumTeacherMixin`). A
+    method's own variables (DINO's centre) are its `method_state`, saved with
+    the model; the method sees the model through a `MethodContext` only.
 
     With `accumulation_steps=N`, each optimizer step takes `N` consecutive
     batches of the dataset: their gradients, each of its batch's loss divided
@@ -167,22 +163,17 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         algorithm_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        method = get_algorithm(algorithm)
-        accumulation_steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
-        if total_steps is not None:
-            total_steps = check_int("total_steps", total_steps, minimum=1)
-        options = method.resolve_options(algorithm_options)
-        momentum = self._teacher_momentum_argument(method, momentum, backbone)
-        for name, sub_model in (("backbone", backbone), ("projector", projector)):
-            if not isinstance(sub_model, keras.Model):
-                raise TypeError(f"{name} must be a keras.Model, got {type(sub_model).__name__}.")
-        if predictor is not None and not isinstance(predictor, keras.Model):
-            raise TypeError(
-                f"predictor must be a keras.Model or None, got {type(predictor).__name__}."
-            )
-        method.check_heads(projector, predictor)
-        if augmenter is not None and not callable(augmenter):
-            raise TypeError("augmenter must be callable: images -> (view1, view2).")
+        method, accumulation_steps, momentum, total_steps, options = check_contrastive_arguments(
+            algorithm,
+            backbone,
+            projector,
+            predictor,
+            augmenter,
+            accumulation_steps,
+            momentum,
+            total_steps,
+            algorithm_options,
+        )
         plugin = resolve_sync_bn(sync_bn)
         super().__init__(**kwargs)
         if plugin is not None:
@@ -246,13 +237,6 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         if name in state:
             return state[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def metrics(self) -> list[keras.metrics.Metric]:
-        trackers = [self.loss_tracker, self.proj_std_tracker]
-        if self.pred_std_tracker is not None:
-            trackers.append(self.pred_std_tracker)
-        return trackers + list(self.monitor_trackers)
 
     def call(self, inputs, training=None, mask=None):
         """Returns the backbone's representations of `inputs` (see `predict`)."""
@@ -378,7 +362,7 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
                 "predictor": serialize(self.predictor) if self.predictor else None,
                 "algorithm": self.algorithm,
                 "sync_bn": serialize(self.sync_bn) if self.sync_bn else False,
-                "augmenter": self._serialized_augmenter(),
+                "augmenter": serialize_augmenter(self.augmenter, self.name),
                 "concat_views": self.concat_views,
                 "accumulation_steps": self.accumulation_steps,
                 "momentum": self.momentum,
@@ -387,21 +371,6 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             }
         )
         return config
-
-    def _serialized_augmenter(self) -> dict[str, Any] | None:
-        if self.augmenter is None:
-            return None
-        if callable(getattr(self.augmenter, "get_config", None)):
-            return keras.saving.serialize_keras_object(self.augmenter)
-        warnings.warn(
-            f"ContrastiveModel {self.name!r}: the augmenter {self.augmenter!r} has no "
-            "get_config(), so the saved model does not keep it. After loading, set "
-            "model.augmenter again, or use a serialisable augmenter such as "
-            "tensorflow_similarity.augmenters.ViewAugmenter.",
-            UserWarning,
-            stacklevel=3,
-        )
-        return None
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ContrastiveModel:

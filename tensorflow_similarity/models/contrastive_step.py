@@ -6,6 +6,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from tensorflow_similarity.collectives import global_sum
@@ -46,6 +47,13 @@ class ContrastiveStepMixin:
             teacher_pairs=self.teacher_pairs if teacher else None,
             create_variable=self.add_weight if create else None,
         )
+
+    @property
+    def metrics(self) -> list[keras.metrics.Metric]:
+        trackers = [self.loss_tracker, self.proj_std_tracker]
+        if self.pred_std_tracker is not None:
+            trackers.append(self.pred_std_tracker)
+        return trackers + list(self.monitor_trackers)
 
     def micro_batch_gradients(self, data: Any) -> tuple[list, tf.Tensor, Forward]:
         """The gradients of one batch's share of an optimizer step, applying nothing.

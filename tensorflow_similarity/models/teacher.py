@@ -8,7 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tensorflow_similarity.models.momentum import check_momentum, clone_network, cosine_momentum
+from tensorflow_similarity.models.momentum import clone_network, cosine_momentum
 
 __all__ = ["MomentumTeacherMixin"]
 
@@ -25,31 +25,19 @@ class MomentumTeacherMixin:
     optimizer steps and the steps of an epoch, set by `fit` (see
     `_set_schedule`) and saved with the model.
 
+    After each optimizer step every teacher weight moves to
+    `m * teacher + (1 - m) * student`, on every replica alike, with `m` rising
+    from the model's `momentum` to 1 along the cosine schedule over the run's
+    optimizer steps (`total_steps`, or what `fit` is asked for: `epochs` times
+    the steps of an epoch, whatever `initial_epoch` is). The teacher runs in
+    training mode, so its batch norms normalise with the batch's statistics
+    and keep their own moving statistics.
+
     The model sets `backbone`, `projector`, `momentum`, `total_steps` and
     `_method` (its algorithm) before `_create_teacher`, and sets
     `teacher_backbone` and `teacher_projector` to `None` for a method without a
     teacher.
     """
-
-    @staticmethod
-    def _teacher_momentum_argument(method: Any, momentum: Any, backbone: Any) -> float | None:
-        """Checks `momentum` against the method; returns the teacher's base momentum or `None`."""
-        if not method.has_teacher:
-            if momentum is not None:
-                raise ValueError(
-                    f"momentum={momentum!r} is a teacher's, and {method.display_name} has no "
-                    "momentum teacher. Drop momentum=..., or use byol, mocov3 or dino."
-                )
-            return None
-        if isinstance(backbone, keras.Model) and not backbone.trainable_weights:
-            raise ValueError(
-                f"{method.display_name} trains a student that its momentum teacher follows, "
-                f"but the backbone {backbone.name!r} has no trainable weights (frozen?): the "
-                "teacher would never move. Set backbone.trainable = True."
-            )
-        return check_momentum(
-            "momentum", method.base_momentum if momentum is None else momentum, "ContrastiveModel"
-        )
 
     def _create_teacher(self) -> None:
         """Makes the teacher's copies and the schedule's step counts (teacher methods only)."""
