@@ -138,8 +138,11 @@ class FaissOnDiskSearch(Search):
     ids file, 8 bytes per embedding.
 
     The lists file grows by doublings, and each list keeps room to grow (a
-    power of two), so the file takes up to about twice the embeddings'
-    size; faiss prints a line each time the file is resized.
+    power of two): the file is up to about four times the embeddings' size
+    (a saved copy is that size on disk; the working file is sparse). faiss
+    prints a line each time the file is resized. Releasing the pages costs
+    speed: lookups go a few queries at a time (see the benchmark for
+    queries per second against faiss used directly).
 
     Distances are reported as `LinearSearch` reports them: cosine is
     `1 - q.k` on L2-normalised embeddings, inner product is negated,
