@@ -284,7 +284,7 @@ class FaissOnDiskSearch(Search):
                 f"{type(self).__name__}: the index is already trained. Call reset() first to "
                 "train it again."
             )
-        self._train(samples)
+        self._train(self._prepare(samples))
         self._flush_pending()
 
     def get_config(self) -> dict[str, Any]:
@@ -491,6 +491,7 @@ class FaissOnDiskSearch(Search):
         return embeddings
 
     def _train(self, samples: np.ndarray) -> None:
+        """Trains the quantizer on prepared (for cosine, normalised) samples."""
         owner = type(self).__name__
         if len(samples) < self.nlist:
             raise ValueError(
@@ -507,7 +508,7 @@ class FaissOnDiskSearch(Search):
         index = faiss.IndexIVFFlat(quantizer, self.dim, self.nlist, metric)
         index.own_fields = True
         quantizer.this.disown()
-        index.train(self._prepare(samples))
+        index.train(samples)
         lists = faiss.OnDiskInvertedLists(
             self.nlist, index.code_size, str(self.directory / LISTS_FILE)
         )

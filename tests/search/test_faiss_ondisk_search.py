@@ -207,3 +207,23 @@ def test_resident_memory_does_not_grow_with_the_index(tmp_path):
     )
     peaks = {int(count): mb for count, mb in json.loads(result.stdout.splitlines()[-1]).items()}
     assert peaks[2_000_000] - peaks[500_000] < bound_mb, peaks
+
+
+def test_train_on_other_samples_then_add():
+    rng = np.random.default_rng(5)
+    samples, keys, queries = (
+        rng.normal(size=(64, 4)),
+        rng.normal(size=(30, 4)),
+        rng.normal(size=(5, 4)),
+    )
+    search = FaissOnDiskSearch("cosine", dim=4, nlist=4, nprobe=4)
+    search.batch_add(keys[:10], np.arange(10))
+    search.train(samples)
+    assert search.is_built()
+    search.batch_add(keys[10:], np.arange(10, 30))
+    want_ids, want_distances = knn_loop("cosine", queries, keys, np.arange(30), 6)
+    idxs, distances = search.batch_lookup(queries, k=6)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="already trained"):
+        search.train(samples)
