@@ -19,14 +19,8 @@ from benchmark.common import RESULTS_DIR
 from benchmark.metric import losses as metric_losses
 from benchmark.metric import small_batch as metric_small_batch
 from benchmark.metric import small_batch_tables as tables
+from tensorflow_similarity.testing import mirrored_strategy, run_on_replicas
 from tests.benchmark.quick_runs import run_quick
-from tests.distributed import mirrored_strategy
-
-
-def per_replica_values(strategy, shares):
-    return strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.constant(shares[ctx.replica_id_in_sync_group])
-    )
 
 
 def run_per_replica_mining(labels, embeddings):
@@ -41,12 +35,10 @@ def run_per_replica_mining(labels, embeddings):
             value = loss(y, x)
         return value, tape.gradient(value, x)
 
-    values, gradients = strategy.run(
-        step,
-        args=(per_replica_values(strategy, labels), per_replica_values(strategy, embeddings)),
-    )
-    total = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
-    return float(total), [g.numpy() for g in strategy.experimental_local_results(gradients)]
+    sizes = [len(y) for y in labels]
+    inputs = (np.concatenate(labels), np.concatenate(embeddings))
+    run = run_on_replicas(step, inputs, sizes, strategy=strategy, traced=False)
+    return float(run.summed(lambda result: result[0])), [gradient for _, gradient in run.results]
 
 
 def test_per_replica_mining_is_the_mean_of_one_device_losses_of_each_share():

@@ -23,7 +23,7 @@ import tensorflow_similarity as tfsim
 from tensorflow_similarity import visualization
 from tensorflow_similarity.architectures import efficientnet as efficientnet_module
 from tensorflow_similarity.architectures import resnet18, resnet50
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy, run_on_replicas
 
 # 0.17's public names that this package keeps, by module.
 KEPT_017_NAMES = {
@@ -382,17 +382,11 @@ def test_simclr_is_half_of_017s_at_the_same_temperature():
 def test_simclr_per_sample_terms_under_a_strategy_are_each_replicas_own():
     za, zb = _views()
     expected = tfsim.losses.SimCLRLoss(reduction="none")(za, zb).numpy()
-    strategy = mirrored_strategy(2)
     loss = tfsim.losses.SimCLRLoss(reduction="none")
-    parts = [(za[:3], zb[:3]), (za[3:], zb[3:])]
-    inputs = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tuple(tf.constant(x) for x in parts[ctx.replica_id_in_sync_group])
-    )
 
-    result = strategy.run(lambda a, b: loss(a, b), args=inputs)
+    run = run_on_replicas(lambda a, b: loss(a, b), (za, zb), [3, len(za) - 3], traced=False)
 
-    local = [t.numpy() for t in strategy.experimental_local_results(result)]
-    np.testing.assert_allclose(np.concatenate(local), expected, rtol=1e-5)
+    np.testing.assert_allclose(run.concatenated(), expected, rtol=1e-5)
 
 
 def test_barlow_agrees_with_017_and_takes_its_margin():

@@ -39,7 +39,7 @@ from tensorflow_similarity.losses.utils import (
     negative_distances,
     positive_distances,
 )
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import run_on_replicas
 from tests.losses import metric_reference
 from tests.losses.metric_fixtures import LABELS, embeddings
 
@@ -83,15 +83,10 @@ def test_metric_loss_wraps_a_017_function_as_its_numpy_reference(reduction):
 def test_metric_loss_of_a_function_under_two_replicas_is_the_global_batch_value():
     x = embeddings(seed=2).astype(np.float32)
     loss = MetricLoss(hard_gap_loss, distance="l2", margin=0.5)
-    strategy = mirrored_strategy(2)
-    halves = [(LABELS[:5], x[:5]), (LABELS[5:], x[5:])]
-    distributed = strategy.experimental_distribute_values_from_function(
-        lambda ctx: halves[ctx.replica_id_in_sync_group]
-    )
 
-    per_replica = strategy.run(tf.function(lambda batch: loss(*batch)), args=(distributed,))
+    run = run_on_replicas(tf.function(loss), (LABELS, x), [5, len(x) - 5], traced=False)
 
-    total = strategy.reduce("SUM", per_replica, axis=None).numpy()
+    total = run.summed()
     np.testing.assert_allclose(total, hard_gap_reference(LABELS, x, 0.5).mean(), rtol=1e-5)
 
 

@@ -31,6 +31,7 @@ from tensorflow_similarity.losses.simsiam import (
 )
 from tensorflow_similarity.matchers import MatchMajorityVote, MatchNearest
 from tensorflow_similarity.samplers import MultiShotMemorySampler
+from tensorflow_similarity.testing import mirrored_strategy, run_on_replicas
 from tensorflow_similarity.training_metrics import (
     DistanceGapMetric,
     batch_class_ratio,
@@ -236,20 +237,19 @@ def test_subclass_style_after_a_functional_model_is_refused_loudly():
 
 
 def test_simclr_cross_replica_concat():
-    from tests.distributed import mirrored_strategy
-
     strategy = mirrored_strategy(2)
     rows = [np.full((2, 3), 1.0, np.float32), np.full((1, 3), 2.0, np.float32)]
-    values = strategy.experimental_distribute_values_from_function(
-        lambda ctx: rows[ctx.replica_id_in_sync_group]
+
+    gathered = run_on_replicas(
+        tf.function(lambda t: SimCLRLoss.cross_replica_concat(t, strategy)),
+        np.concatenate(rows),
+        [2, 1],
+        strategy=strategy,
+        traced=False,
     )
 
-    gathered = strategy.run(
-        tf.function(lambda t: SimCLRLoss.cross_replica_concat(t, strategy)), args=(values,)
-    )
-
-    for replica in strategy.experimental_local_results(gathered):
-        np.testing.assert_array_equal(replica.numpy(), np.concatenate(rows))
+    for replica in gathered.results:
+        np.testing.assert_array_equal(replica, np.concatenate(rows))
     np.testing.assert_array_equal(SimCLRLoss.cross_replica_concat(rows[0], None).numpy(), rows[0])
 
 

@@ -26,7 +26,7 @@ from tensorflow_similarity.losses import (
     SupConLoss,
     TripletLoss,
 )
-from tests.distributed import mirrored_strategy, run_local_workers
+from tensorflow_similarity.testing import mirrored_strategy, run_local_workers, run_on_replicas
 
 IN_DIM, OUT_DIM, BATCH = 5, 4, 8
 LEARNING_RATE = 0.5
@@ -135,26 +135,15 @@ def _per_replica_run(loss, x, labels, kernel, sizes):
         dense = keras.layers.Dense(OUT_DIM, use_bias=False)
         dense.build((None, IN_DIM))
         dense.kernel.assign(kernel)
-    bounds = np.cumsum([0, *sizes])
-    parts = [(x[a:b], labels[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    inputs = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tuple(tf.constant(v) for v in parts[ctx.replica_id_in_sync_group])
-    )
 
-    def replica_step(batch):
+    def replica_step(x, labels):
         with tf.GradientTape() as tape:
-            value = loss(batch[1], dense(batch[0]))
+            value = loss(labels, dense(x))
             total = tf.reduce_sum(value)
         return value, tape.gradient(total, dense.kernel)
 
-    @tf.function
-    def step(batch):
-        return strategy.run(replica_step, args=(batch,))
-
-    values, grads = step(inputs)
-    values = [v.numpy() for v in strategy.experimental_local_results(values)]
-    grads = [g.numpy() for g in strategy.experimental_local_results(grads)]
-    return values, np.sum(grads, axis=0)
+    run = run_on_replicas(replica_step, (x, labels), sizes, strategy=strategy)
+    return [value for value, _ in run.results], run.summed(lambda result: result[1])
 
 
 def _one_device(loss, x, labels, kernel):
