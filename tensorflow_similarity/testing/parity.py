@@ -16,44 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-_STRATEGIES: dict[int, tf.distribute.MirroredStrategy] = {}
-
-
-class _KeyedMirroredStrategy(tf.distribute.MirroredStrategy):
-    """A MirroredStrategy whose collective keys cannot collide with another size's."""
-
-
-def mirrored_strategy(num_replicas: int) -> tf.distribute.MirroredStrategy:
-    """Returns the (cached) `MirroredStrategy` over the first `num_replicas` logical CPUs.
-
-    Two `MirroredStrategy` objects of different sizes in one process would
-    reuse the same collective group keys, so each size gets its own range.
-    The logical CPUs must be made before TensorFlow initialises, e.g. in a
-    `conftest.py`: `tf.config.set_logical_device_configuration(cpu,
-    [tf.config.LogicalDeviceConfiguration()] * 8)`.
-
-    Args:
-        num_replicas: Number of replicas, at most the number of logical CPUs.
-
-    Raises:
-        ValueError: When there are fewer logical CPUs than `num_replicas`.
-    """
-    if num_replicas not in _STRATEGIES:
-        cpus = [device.name for device in tf.config.list_logical_devices("CPU")]
-        if num_replicas > len(cpus):
-            raise ValueError(
-                f"{num_replicas} replicas need as many logical CPUs, and TensorFlow has "
-                f"{len(cpus)}. Split the CPU before TensorFlow initialises (e.g. in "
-                "conftest.py): tf.config.set_logical_device_configuration(cpu, "
-                f"[tf.config.LogicalDeviceConfiguration()] * {num_replicas})."
-            )
-        cls = type(
-            f"MirroredStrategy{num_replicas}",
-            (_KeyedMirroredStrategy,),
-            {"_collective_key_base": 10_000 * num_replicas},
-        )
-        _STRATEGIES[num_replicas] = cls(cpus[:num_replicas])
-    return _STRATEGIES[num_replicas]
+from tensorflow_similarity.testing.config_round_trip import assert_config_round_trip
+from tensorflow_similarity.testing.replicas import mirrored_strategy, run_on_replicas
 
 
 class Parity(NamedTuple):
@@ -67,7 +31,9 @@ class Parity(NamedTuple):
             one-device value.
         gradient_error: Largest absolute difference between the gradients
             with respect to the inputs, each replica's rows concatenated,
-            and the one-device gradients.
+            and to the loss's trainable weights (a proxy loss's proxies),
+            summed over the replicas as the strategy sums them, and the
+            one-device gradients.
         scale: Largest absolute one-device value or gradient, for relative
             tolerances.
     """
@@ -100,13 +66,20 @@ def replica_parity(
 
     The batch's rows are split into unequal consecutive parts
     (`uneven_sizes`), one per replica, so each replica holds different data.
-    A fresh copy of `loss` (from its config) runs on one device and, created
-    inside the strategy's scope, on each replica in a `tf.function`; the
-    gradients are taken with respect to `y_pred`, and to `y_true` when it is
-    floating (two views). Under the global-batch contract the replicas'
-    values add up to the one-device value for every reduction (they
-    concatenate to it for `"none"`), and their gradients with respect to
-    their own rows are the one-device gradients of those rows.
+    `loss` is first checked to rebuild from its config as an equal object
+    (`assert_config_round_trip`: the same config and settings), so that the
+    copies run are the loss given, not one with default settings. A fresh
+    copy (from its config, with the values of its trainable weights) runs
+    on one device and, created inside the strategy's scope, on each replica
+    in a `tf.function`, so that a loss holding state (a memory bank) starts
+    each run from its initial state; the gradients are
+    taken with respect to `y_pred`, to `y_true` when it is floating (two
+    views), and to the loss's `trainable_weights` when it has some. Under
+    the global-batch contract the replicas' values add up to the one-device
+    value for every reduction (they concatenate to it for `"none"`), their
+    gradients with respect to their own rows are the one-device gradients of
+    those rows, and their gradients of the loss's weights add up to the
+    one-device gradients.
 
     Args:
         loss: The loss to check; it is copied, not called.
@@ -119,6 +92,8 @@ def replica_parity(
         One `Parity` per number of replicas.
 
     Raises:
+        AssertionError: When `loss` rebuilt from its config holds other
+            settings (`assert_config_round_trip`).
         ValueError: When the one-device value is not a scalar, or for
             `reduction="none"` not `[batch]` (one term per row): values of
             another shape could concatenate to the one-device value and
@@ -126,6 +101,7 @@ def replica_parity(
     """
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     differentiable = np.issubdtype(y_true.dtype, np.floating)
+    assert_config_round_trip(loss)
     reference = _one_device(_copy(loss), y_true, y_pred, differentiable)
     _check_value_shape(loss, reference[0], len(y_pred))
     scale = max(float(np.max(np.abs(r))) if np.size(r) else 0.0 for r in reference)
@@ -200,7 +176,14 @@ def _check_value_shape(loss: keras.losses.Loss, value: np.ndarray, batch: int) -
 
 
 def _copy(loss: keras.losses.Loss) -> keras.losses.Loss:
-    return type(loss).from_config(loss.get_config())
+    copy = type(loss).from_config(loss.get_config())
+    for mine, theirs in zip(_weights(copy), _weights(loss), strict=True):
+        mine.assign(theirs.numpy())
+    return copy
+
+
+def _weights(loss: keras.losses.Loss) -> list[Any]:
+    return list(getattr(loss, "trainable_weights", []))
 
 
 def _max_error(got: np.ndarray, expected: np.ndarray) -> float:
@@ -214,7 +197,7 @@ def _values_and_gradients(loss, y_true, y_pred, differentiable):
         watched = [y_pred, y_true] if differentiable else [y_pred]
         tape.watch(watched)
         value = loss(y_true, y_pred)
-    gradients = tape.gradient(value, watched, unconnected_gradients="zero")
+    gradients = tape.gradient(value, watched + _weights(loss), unconnected_gradients="zero")
     return value, gradients
 
 
@@ -229,21 +212,19 @@ def _on_replicas(loss, y_true, y_pred, sizes, differentiable):
     strategy = mirrored_strategy(len(sizes))
     with strategy.scope():
         copy = _copy(loss)
-    bounds = np.cumsum([0, *sizes])
-    parts = [(y_true[a:b], y_pred[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    inputs = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tuple(tf.constant(x) for x in parts[ctx.replica_id_in_sync_group])
+    run = run_on_replicas(
+        lambda t, p: _values_and_gradients(copy, t, p, differentiable),
+        (y_true, y_pred),
+        sizes,
+        strategy=strategy,
     )
-
-    @tf.function
-    def step(batch):
-        return strategy.run(
-            lambda t, p: _values_and_gradients(copy, t, p, differentiable), args=batch
-        )
-
-    values, gradients = step(inputs)
-    local = strategy.experimental_local_results
-    values = [v.numpy() for v in local(values)]
+    values = [value for value, _ in run.results]
+    gradients = list(zip(*(grads for _, grads in run.results), strict=True))
     value = np.concatenate(values) if np.ndim(values[0]) else np.sum(values)
-    gradients = [np.concatenate([g.numpy() for g in local(each)]) for each in gradients]
+    rows = 2 if differentiable else 1
+    # Rows' gradients concatenate; a weight's add up over the replicas, as the strategy sums them.
+    gradients = [
+        np.concatenate(each) if i < rows else np.sum(each, axis=0)
+        for i, each in enumerate(gradients)
+    ]
     return [value, *gradients]
