@@ -14,7 +14,7 @@ from tensorflow_similarity.cli.fitting import (
     parallel_batches,
     replica_batches,
 )
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 
 
 def _global_batches(batch_size: int) -> tf.data.Dataset:

@@ -35,11 +35,11 @@ from tensorflow_similarity.datasets import load_data, read_image
 from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.models.index_mixin import index_path
 from tensorflow_similarity.stores.npz import write_npz
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.cli.test_cli import (
     history,
 )
 from tests.cli.test_cli_run_folder import InterruptAtTrainBegin
-from tests.distributed import mirrored_strategy
 from tests.stores.test_memory_store import _Payload
 
 LIMIT = 160

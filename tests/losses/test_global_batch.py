@@ -12,8 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tensorflow_similarity.losses import Barlow, GlobalBatchLoss, SimCLRLoss, SimSiamLoss, VicReg
-from tensorflow_similarity.testing import assert_replica_parity
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import assert_replica_parity, mirrored_strategy
 
 IN_DIM, OUT_DIM = 3, 4
 

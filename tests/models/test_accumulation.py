@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tensorflow_similarity.models.accumulation import group_micro_batches
 from tensorflow_similarity.models.view_pairs import pack_view_pairs
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.models.contrastive_fixtures import tiny_model, views
 
 BATCH = 4

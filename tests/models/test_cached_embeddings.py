@@ -18,8 +18,7 @@ from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.losses import MultiNegativesRankLoss, ProxyAnchorLoss, SupConLoss
 from tensorflow_similarity.models import SimilarityModel
 from tensorflow_similarity.models.cached_embeddings import cached_embedding_step, chunk_count
-from tensorflow_similarity.testing import run_on_replicas
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy, run_on_replicas
 
 BATCH, CHUNK, FEATURES, HIDDEN, EMBEDDING, CLASSES = 64, 8, 6, 16, 4, 8
 TOL = {"rtol": 1e-12, "atol": 1e-12}

@@ -15,7 +15,7 @@ from tensorflow_similarity.layer_walk import all_layers
 from tensorflow_similarity.layers import SyncBatchNormalization
 from tensorflow_similarity.losses import SimCLRLoss
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.models.contrastive_fixtures import (
     ALGORITHMS,
     IMAGE_SHAPE,
@@ -263,7 +263,7 @@ def test_multi_worker_step_matches_single_device(tmp_path):
     """One step per algorithm under a 2-process MultiWorkerMirroredStrategy."""
     from pathlib import Path
 
-    from tests.distributed import run_local_workers as run_workers
+    from tensorflow_similarity.testing import run_local_workers as run_workers
 
     view1, view2 = views(6)
     np.savez(tmp_path / "views.npz", view1=view1, view2=view2)

@@ -31,7 +31,7 @@ from tensorflow_similarity.models.algorithms import (
 from tensorflow_similarity.models.contrastive_step import combine_statistics
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 from tensorflow_similarity.models.momentum import assign_on_every_replica
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.models.contrastive_fixtures import IMAGE_SHAPE, tiny_model, views
 
 BATCH, DIM = 4, 3

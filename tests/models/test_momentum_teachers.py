@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tensorflow_similarity.models import ContrastiveModel, create_contrastive_model
 from tensorflow_similarity.models.momentum import cosine_momentum
-from tests.distributed import mirrored_strategy
+from tensorflow_similarity.testing import mirrored_strategy
 from tests.models.contrastive_fixtures import IMAGE_SHAPE, tiny_model, views
 
 TEACHERS = ["byol", "mocov3", "dino"]
@@ -301,7 +301,7 @@ def test_lars_and_accumulation_on_two_workers_match_one_device(tmp_path):
     """BYOL's teacher, LARS and accumulation under a 2-process MultiWorkerMirroredStrategy."""
     from pathlib import Path
 
-    from tests.distributed import run_local_workers
+    from tensorflow_similarity.testing import run_local_workers
 
     view1, view2 = views(7, 32)
     np.savez(tmp_path / "views.npz", view1=view1, view2=view2)
