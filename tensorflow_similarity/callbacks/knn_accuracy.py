@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int, check_number
+from tensorflow_similarity.evaluators.features import labelled_features
 from tensorflow_similarity.l2_normalize import l2_normalize
 
 # Queries are scored in chunks so the similarity matrix stays
@@ -220,43 +221,7 @@ class KNNAccuracy(keras.callbacks.Callback):
         return backbone if callable(backbone) else self.model
 
     def _embed(self, embed: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(data, tf.data.Dataset):
-            embeddings, labels = [], []
-            for x, y in data:
-                embeddings.append(_to_numpy(_embed_batch(embed, x), len(y)))
-                labels.append(np.asarray(y))
-            return np.concatenate(embeddings), np.concatenate(labels)
-        x, y = data
-        y = np.asarray(keras.ops.convert_to_numpy(y))
-        if isinstance(embed, keras.Model):
-            return _to_numpy(embed.predict(x, batch_size=self.batch_size, verbose=0), len(y)), y
-        batches = []
-        for start in range(0, len(y), self.batch_size):
-            end = min(start + self.batch_size, len(y))
-            x_batch = keras.tree.map_structure(lambda a, s=start, e=end: a[s:e], x)
-            batches.append(_to_numpy(_embed_batch(embed, x_batch), end - start))
-        return np.concatenate(batches), y
-
-
-def _embed_batch(embed: Any, x: Any) -> Any:
-    if isinstance(embed, keras.Model):
-        return embed.predict_on_batch(x)
-    return embed(x)
-
-
-def _to_numpy(embeddings: Any, expected: int) -> np.ndarray:
-    if isinstance(embeddings, (dict, list, tuple)):
-        raise ValueError(
-            "The embedding model must return one tensor [batch, dim]; it returned a "
-            f"{type(embeddings).__name__}. Pass embedding_fn that selects the embedding output."
-        )
-    embeddings = np.asarray(keras.ops.convert_to_numpy(embeddings))
-    if embeddings.ndim < 2 or len(embeddings) != expected:
-        raise ValueError(
-            f"The embedding model must return [batch, dim] embeddings, one per input "
-            f"({expected} here). Received shape {embeddings.shape}."
-        )
-    return embeddings.reshape(len(embeddings), -1)
+        return labelled_features(embed, data, self.batch_size, "KNNAccuracy")
 
 
 def _check_k(k: Any, num_train: int | None) -> None:

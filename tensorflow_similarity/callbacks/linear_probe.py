@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_int, check_number
+from tensorflow_similarity.evaluators.features import labelled_features
 from tensorflow_similarity.evaluators.linear_classifier import (
     class_indices,
     fit_linear_classifier,
@@ -217,46 +218,12 @@ class OnlineLinearProbe(keras.callbacks.Callback):
 
 def _embed(embed: Any, data: Any, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
     """`(features, labels)` of `data`: features `[num, dim]` float64, labels 1-D integers."""
-    if isinstance(data, tf.data.Dataset):
-        batches = [(_forward(embed, x), np.asarray(y)) for x, y in data]
-        features = np.concatenate([f for f, _ in batches])
-        labels = np.concatenate([y.reshape(len(y), -1)[:, 0] for _, y in batches])
-    else:
-        x, y = data
-        labels = np.asarray(keras.ops.convert_to_numpy(y)).reshape(len(y), -1)[:, 0]
-        if isinstance(embed, keras.Model):
-            features = _flat(embed.predict(x, batch_size=batch_size, verbose=0))
-        else:
-            features = np.concatenate(
-                [
-                    _flat(embed(x[start : start + batch_size]))
-                    for start in range(0, len(y), batch_size)
-                ]
-            )
-    if len(features) != len(labels):
-        raise ValueError(
-            f"OnlineLinearProbe: the embedding network returned {len(features)} rows for "
-            f"{len(labels)} labelled inputs; it must return one [batch, ...] tensor, a row each."
-        )
+    features, labels = labelled_features(embed, data, batch_size, "OnlineLinearProbe")
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
             f"OnlineLinearProbe: labels must be integers. Received dtype {labels.dtype}."
         )
-    return features, labels
-
-
-def _forward(embed: Any, x: Any) -> np.ndarray:
-    return _flat(embed.predict_on_batch(x) if isinstance(embed, keras.Model) else embed(x))
-
-
-def _flat(outputs: Any) -> np.ndarray:
-    if isinstance(outputs, (dict, list, tuple)):
-        raise ValueError(
-            "OnlineLinearProbe: the embedding network must return one tensor [batch, ...]; it "
-            f"returned a {type(outputs).__name__}. Pass embedding_fn that returns the features."
-        )
-    array = np.asarray(keras.ops.convert_to_numpy(outputs), np.float64)
-    return array.reshape(len(array), -1)
+    return features.astype(np.float64), labels
 
 
 def _check_classes(labels: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from tensorflow_similarity._validation import check_int, check_number, is_real
+from tensorflow_similarity.evaluators.features import embed_inputs
 from tensorflow_similarity.evaluators.linear_classifier import (
     class_indices,
     fit_linear_classifier,
@@ -320,30 +321,7 @@ def _check_protocol(
 
 
 def _features(backbone: Any, images: Any, batch_size: int) -> np.ndarray:
-    if isinstance(backbone, keras.Model):
-        outputs = backbone.predict(images, batch_size=batch_size, verbose=0)
-        return _flatten(outputs, _length("images", images))
-    batches = []
-    total = _length("images", images)
-    for start in range(0, total, batch_size):
-        end = min(start + batch_size, total)
-        batches.append(_flatten(backbone(images[start:end]), end - start))
-    return np.concatenate(batches)
-
-
-def _flatten(outputs: Any, expected: int) -> np.ndarray:
-    if isinstance(outputs, (dict, list, tuple)):
-        raise ValueError(
-            "linear_probe: the backbone must return one tensor [batch, ...]; it returned a "
-            f"{type(outputs).__name__}. Pass a backbone that returns the features alone."
-        )
-    array = np.asarray(keras.ops.convert_to_numpy(outputs))
-    if array.ndim < 2 or len(array) != expected:
-        raise ValueError(
-            f"linear_probe: the backbone must return [batch, ...] features, one row per input "
-            f"({expected} here). Received shape {array.shape}."
-        )
-    return array.reshape(len(array), -1)
+    return embed_inputs(backbone, images, batch_size, "linear_probe")
 
 
 def _length(name: str, value: Any) -> int:

@@ -93,6 +93,31 @@ def test_a_dataset_gives_what_arrays_give():
     np.testing.assert_array_equal(arrays.kernel, datasets.kernel)
 
 
+@pytest.mark.parametrize("nest", ["dict", "tuple"])
+def test_nested_inputs_reach_a_callable_as_they_reach_a_model(nest):
+    train, train_labels = separable(50, seed=0)
+    test, test_labels = separable(20, seed=1)
+    halves = {
+        "dict": (
+            lambda a: {"left": a[:, :3], "right": a[:, 3:]},
+            lambda d: (d["left"], d["right"]),
+        ),
+        "tuple": (lambda a: (a[:, :3], a[:, 3:]), lambda t: t),
+    }
+    split, parts = halves[nest]
+    plain = OnlineLinearProbe(
+        (train, train_labels), (test, test_labels), embedding_fn=lambda x: x, batch_size=16
+    )
+    nested = OnlineLinearProbe(
+        (split(train), train_labels),
+        (split(test), test_labels),
+        embedding_fn=lambda x: np.concatenate(parts(x), axis=1),
+        batch_size=16,
+    )
+    assert nested.evaluate() == plain.evaluate()
+    np.testing.assert_array_equal(nested.kernel, plain.kernel)
+
+
 def test_every_n_epochs_and_the_log_key():
     x, y = separable(32, seed=0)
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(6)])
