@@ -13,7 +13,7 @@ from tensorflow_similarity.losses.swav import SwAVLoss, sinkhorn_knopp
 from tensorflow_similarity.testing import (
     assert_replica_parity,
     count_collectives,
-    mirrored_strategy,
+    run_on_replicas,
     uneven_sizes,
 )
 
@@ -142,22 +142,14 @@ def test_sinkhorn_solves_each_view_apart_and_carries_no_gradient():
 def test_sinkhorn_across_replicas_is_that_of_the_global_batch(replicas):
     # 9 rows: 4 replicas hold [0, 2, 3, 4] of them, 2 hold [3, 6].
     scores = _scores(9, 2, seed=replicas)
-    sizes = uneven_sizes(9, replicas)
-    bounds = np.cumsum([0, *sizes])
-    rows = [scores[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    strategy = mirrored_strategy(replicas)
-    parts = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.constant(rows[ctx.replica_id_in_sync_group])
-    )
-    step = tf.function(lambda x: strategy.run(lambda s: sinkhorn_knopp(s, 0.05, 3), args=(x,)))
-
-    codes = np.concatenate([c.numpy() for c in strategy.experimental_local_results(step(parts))])
+    run = run_on_replicas(lambda s: sinkhorn_knopp(s, 0.05, 3), scores, uneven_sizes(9, replicas))
+    codes = run.concatenated()
 
     for v in range(2):
         expected = reference_sinkhorn(scores[:, v], 0.05, 3)
         np.testing.assert_allclose(codes[:, v], expected, rtol=1e-12, atol=1e-15)
     # One all-reduce per iteration (each replica's op counted), for both views together.
-    assert count_collectives(step.get_concrete_function(parts)) == 3 * replicas
+    assert count_collectives(run.function) == 3 * replicas
 
 
 @pytest.mark.parametrize(
