@@ -128,7 +128,10 @@ class ProxyAnchorLoss(ProxyLoss):
         with_positives = tf.reduce_sum(tf.cast(present[0], terms.dtype))
         pulled = tf.math.divide_no_nan(tf.reduce_sum(terms[0]), with_positives)
         pushed = tf.reduce_sum(terms[1]) / self.num_classes
-        return pulled + pushed
+        # The shifted log-sum-exp can step around a non-finite similarity; a non-finite
+        # embedding must still give a NaN loss, as every metric loss's does.
+        poison = 0.0 * tf.reduce_sum(similarities)
+        return pulled + pushed + poison
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -121,7 +121,13 @@ def test_the_finder_reads_lists_as_they_are_written():
 @pytest.mark.parametrize("source", ["docstrings", "pages", "help"])
 def test_every_list_of_four_methods_or_more_names_every_registered_one(source):
     texts = {"docstrings": _docstrings, "pages": _pages, "help": _help}[source]()
-    registered = set(algorithm_names())
+    # The package's methods: a test's own method (tests/cli/one_module_method.py) may still be
+    # registered in this process, and no page of the package names it.
+    registered = {
+        name
+        for name in algorithm_names()
+        if type(get_algorithm(name)).__module__.startswith("tensorflow_similarity.")
+    }
     stale = [
         f"{where}: {text!r} lacks {sorted(registered - named)}"
         for where, doc in texts

@@ -163,7 +163,9 @@ def _metric_loss_classes():
         (
             cls
             for cls in (getattr(tfsim_losses, name) for name in tfsim_losses.__all__)
-            if isinstance(cls, type) and issubclass(cls, MetricLoss) and cls is not MetricLoss
+            if isinstance(cls, type)
+            and issubclass(cls, MetricLoss)
+            and cls not in (MetricLoss, tfsim_losses.ProxyLoss)  # Bases, not losses.
         ),
         key=lambda cls: cls.__name__,
     )
@@ -176,6 +178,8 @@ EVERY_METRIC_LOSS = {
     "CircleLoss": lambda: CircleLoss(),
     "MultiSimilarityLoss": lambda: MultiSimilarityLoss(),
     "PNLoss": lambda: PNLoss(),
+    "ProxyAnchorLoss": lambda: tfsim_losses.ProxyAnchorLoss(num_classes=4, embedding_size=5),
+    "ProxyNCALoss": lambda: tfsim_losses.ProxyNCALoss(num_classes=4, embedding_size=5),
     "SoftNearestNeighborLoss": lambda: SoftNearestNeighborLoss(),
     "SupConLoss": lambda: SupConLoss(),
     "TripletLoss": lambda: TripletLoss(),
