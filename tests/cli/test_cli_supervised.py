@@ -196,6 +196,9 @@ def test_a_proxy_loss_has_one_proxy_per_training_class_of_the_embedding_size(alg
     [
         name if name in FAST_ALGORITHMS else pytest.param(name, marks=pytest.mark.slow)
         for name in SUPERVISED_ALGORITHMS
+        # ProxyNCA's run is ProxyAnchor's with another loss class (the suite's time): both
+        # losses train, save and load through SimilarityModel in tests/losses/test_proxy_losses.py.
+        if name != "proxynca"
     ],
 )
 def test_each_algorithm_trains_and_writes_its_outputs(runs, algorithm):
