@@ -24,7 +24,7 @@ from tensorflow_similarity.distances import (
     InnerProductSimilarity,
     SquaredEuclideanDistance,
 )
-from tensorflow_similarity.search.faiss_search import import_faiss
+from tensorflow_similarity.search.faiss_search import faiss_distances, import_faiss
 from tensorflow_similarity.search.search import Search
 from tensorflow_similarity.stores.npz import read_npz, write_npz
 
@@ -363,15 +363,7 @@ class FaissOnDiskSearch(Search):
         ids = np.memmap(self._source / IDS_FILE, np.int64, mode="r")
         idxs = np.where(found, ids[np.where(found, rows, 0)], -1)
         del ids
-        if isinstance(self.distance, CosineDistance):
-            distances = np.maximum(1.0 - scores, 0.0)
-        elif isinstance(self.distance, InnerProductSimilarity):
-            distances = -scores
-        elif isinstance(self.distance, EuclideanDistance):
-            distances = np.sqrt(np.maximum(scores, 0.0))
-        else:
-            distances = np.maximum(scores, 0.0)
-        distances = np.where(found, distances, np.inf).astype(np.float32)
+        distances = faiss_distances(self.distance, scores, found)
         return idxs.astype(np.int64), distances
 
     def _save(self, path: Path) -> None:

@@ -40,6 +40,23 @@ _SUPPORTED = (
 )
 
 
+def faiss_distances(distance: Distance, scores: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """The package's float32 distances from faiss' scores; `inf` where nothing was `found`.
+
+    Cosine and inner product are searched as inner products (of unit rows
+    for cosine), Euclidean distances as squared L2, Manhattan as L1.
+    """
+    if isinstance(distance, CosineDistance):
+        distances = np.maximum(1.0 - scores, 0.0)
+    elif isinstance(distance, InnerProductSimilarity):
+        distances = -scores
+    elif isinstance(distance, EuclideanDistance):
+        distances = np.sqrt(np.maximum(scores, 0.0))
+    else:
+        distances = np.maximum(scores, 0.0)
+    return np.where(found, distances, np.inf).astype(np.float32)
+
+
 def import_faiss(owner: str = "FaissSearch") -> ModuleType:
     """Returns the `faiss` module, or raises an ImportError naming the install."""
     try:
@@ -283,15 +300,7 @@ class FaissSearch(Search):
             scores, positions = self._without_tombstones(scores, positions, k)
         found = positions >= 0
         idxs = np.where(found, self._row_ids.ids()[np.where(found, positions, 0)], -1)
-        if isinstance(self.distance, CosineDistance):
-            distances = np.maximum(1.0 - scores, 0.0)
-        elif isinstance(self.distance, InnerProductSimilarity):
-            distances = -scores
-        elif isinstance(self.distance, EuclideanDistance):
-            distances = np.sqrt(np.maximum(scores, 0.0))
-        else:
-            distances = np.maximum(scores, 0.0)
-        distances = np.where(found, distances, np.inf).astype(np.float32)
+        distances = faiss_distances(self.distance, scores, found)
         return idxs.astype(np.int64), distances
 
     def _without_tombstones(
