@@ -24,7 +24,12 @@ from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.search.row_ids import RowIds
 from tensorflow_similarity.search.search import Search
 from tensorflow_similarity.stores.growing_array import GrowingArray
-from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
+from tensorflow_similarity.stores.npz import (
+    check_finite_rows,
+    memory_mapped_rows,
+    read_npz,
+    write_npz,
+)
 
 # 2: the embeddings are raw rows in their own .npy (none when shared with a store), the
 # npz keeps the ids, the tombstones and the squared norms. 1 (an npz with the unit rows
@@ -247,7 +252,7 @@ class LinearSearch(Search):
             saved_rows, alive = None, arrays.get("alive")
             norms, shared = arrays.get("squared_norms"), bool(arrays.get("shared_rows", False))
             if not shared:
-                saved_rows = _read_rows(path / ROWS_FILE, owner)
+                saved_rows = memory_mapped_rows(path / ROWS_FILE, owner, "Save the index again.")
         if self._shared_rows is None and shared:
             raise ValueError(
                 f"{owner}: the search saved in {str(path)!r} reads its embeddings from its "
@@ -284,21 +289,6 @@ class LinearSearch(Search):
         self._row_ids.replace(
             idxs.astype(np.int64), np.ones(len(idxs), bool) if alive is None else alive
         )
-
-
-def _read_rows(file: Path, owner: str) -> np.ndarray:
-    """The raw float32 rows of `file`, memory-mapped, not read."""
-    try:
-        return np.load(file, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{owner}: no saved embeddings at {str(file)!r}. Save the index again."
-        ) from None
-    except (OSError, ValueError) as err:
-        raise ValueError(
-            f"{owner}: {str(file)!r} is not a readable .npy of embeddings ({err}). Save the "
-            "index again."
-        ) from err
 
 
 def _nearest_rows(

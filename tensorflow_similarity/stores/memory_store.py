@@ -11,7 +11,12 @@ import numpy as np
 
 from tensorflow_similarity import _atomic
 from tensorflow_similarity.stores.growing_array import GrowingArray
-from tensorflow_similarity.stores.npz import check_finite_rows, read_npz, write_npz
+from tensorflow_similarity.stores.npz import (
+    check_finite_rows,
+    memory_mapped_rows,
+    read_npz,
+    write_npz,
+)
 from tensorflow_similarity.stores.store import Store
 
 # 2: the embeddings are raw in their own .npy, memory-mapped by load. 1 (the embeddings
@@ -162,7 +167,9 @@ class MemoryStore(Store):
             embeddings = arrays.get("embeddings", np.zeros(0))
         else:
             file = path / EMBEDDINGS_FILE
-            embeddings = _memory_mapped(file, type(self).__name__)
+            embeddings = memory_mapped_rows(
+                file, type(self).__name__, "Pass the folder given to save()."
+            )
         labels, has_label = arrays["labels"], arrays["has_label"]
         data_kind, data = str(arrays["data_kind"]), arrays["data"]
         count = len(labels)
@@ -199,21 +206,6 @@ class MemoryStore(Store):
             self._labels.replace(labels.astype(np.int64))
             self._has_label.replace(has_label.astype(bool))
             self._data = data_list
-
-
-def _memory_mapped(file: Path, owner: str) -> np.ndarray:
-    """The raw rows saved in `file`, memory-mapped read-only (nothing read yet)."""
-    try:
-        return np.load(file, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{owner}: no saved embeddings at {str(file)!r}. Pass the folder given to save()."
-        ) from None
-    except (OSError, ValueError) as err:
-        raise ValueError(
-            f"{owner}: {str(file)!r} is not a readable .npy of embeddings ({err}). The file is "
-            "corrupt or truncated; save the index again."
-        ) from err
 
 
 def _pack_data(data: list[Any]) -> tuple[str, np.ndarray, np.ndarray | None]:

@@ -224,3 +224,23 @@ class _WrongFormat(Exception):
         super().__init__(kind, version)
         self.kind = kind
         self.version = version
+
+
+def memory_mapped_rows(file: Path, owner: str, missing_hint: str) -> np.ndarray:
+    """The raw rows saved in `file` (`.npy`), memory-mapped read-only (nothing read yet).
+
+    Raises:
+        FileNotFoundError: If `file` does not exist, ending with `missing_hint`.
+        ValueError: If `file` is not a readable `.npy` (never unpickled).
+    """
+    try:
+        return np.load(file, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{owner}: no saved embeddings at {str(file)!r}. {missing_hint}"
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"{owner}: {str(file)!r} is not a readable .npy of embeddings ({err}). The file is "
+            "corrupt or truncated; save the index again."
+        ) from err
