@@ -156,31 +156,6 @@ def rounded_distances(distances: np.ndarray, rounding: int | None = None) -> np.
     return distances.astype(np.float32)
 
 
-def evaluate_retrieval_on_matrices(
-    target_labels: Any,
-    lookup_labels: np.ndarray,
-    lookup_distances: np.ndarray,
-    retrieval_metrics: Sequence[RetrievalMetric],
-) -> dict[str, Any]:
-    """`MemoryEvaluator.evaluate_retrieval` on the neighbour matrices instead of `Lookup`s.
-
-    Args:
-        target_labels: The `n` queries' labels.
-        lookup_labels: `[n, K]` labels from `neighbour_matrices`.
-        lookup_distances: `[n, K]` float64 distances from `neighbour_matrices`.
-        retrieval_metrics: `RetrievalMetric` instances.
-
-    Returns:
-        Metric name to its value: a float, or an array for a metric returning one.
-
-    Raises:
-        ValueError: If a metric needs more neighbours than each query has.
-    """
-    query_labels = np.asarray(target_labels).reshape(-1).astype(np.int64)
-    distances = rounded_distances(lookup_distances, DISTANCE_ROUNDING)
-    return retrieval_from_matrices(query_labels, lookup_labels, distances, retrieval_metrics)
-
-
 def calibrate_on_matrices(
     evaluator: MemoryEvaluator,
     target_labels: Any,
@@ -361,7 +336,7 @@ def evaluate_retrieval_in_chunks(
     target_labels: Any,
     retrieval_metrics: Sequence[RetrievalMetric],
 ) -> dict[str, Any]:
-    """`evaluate_retrieval_on_matrices` of all the queries, measured chunk by chunk.
+    """`MemoryEvaluator.evaluate_retrieval` of all the queries, measured chunk by chunk.
 
     A metric scoring each query (`streams_scores`) keeps a running average;
     one overriding `compute` is given all the queries' matrices at the end,
