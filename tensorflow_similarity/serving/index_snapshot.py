@@ -65,6 +65,11 @@ class IndexSnapshot:
         return sum(array.nbytes for array in arrays) + names
 
 
+def index_bytes(size: int, dim: int, names: int = 0) -> int:
+    """The bytes an exported `lookup` holds for `size` embeddings of `dim` and `names` bytes."""
+    return size * (4 * dim + _BYTES_PER_ITEM) + names
+
+
 def check_index_size(size: int, dim: int, max_bytes: int = MAX_INDEX_BYTES, names: int = 0) -> None:
     """Raises `ValueError` if an index of `size` embeddings of `dim` is too large to export.
 
@@ -74,7 +79,7 @@ def check_index_size(size: int, dim: int, max_bytes: int = MAX_INDEX_BYTES, name
         max_bytes: The limit. Defaults to `MAX_INDEX_BYTES` (1 GiB).
         names: The bytes of their class names, when known.
     """
-    needed = size * (4 * dim + _BYTES_PER_ITEM) + names
+    needed = index_bytes(size, dim, names)
     if needed <= max_bytes:
         return
     raise ValueError(
@@ -83,9 +88,10 @@ def check_index_size(size: int, dim: int, max_bytes: int = MAX_INDEX_BYTES, name
         "(tensorflow_similarity.serving.MAX_INDEX_BYTES): an exported lookup holds the whole "
         "index in memory and scans it for every query, and its TensorFlow Lite file cannot "
         "hold it past 2 GiB (max_index_bytes raises the limit for an export without "
-        "TFLite). Or export the model without its index "
-        "(include_index=False, or tfsim export --no-index) and serve lookups from Python: "
-        "model.load_index(...) with an index created with search='faiss'."
+        "TFLite). Export it with index_location='external' (tfsim export --index-location "
+        "external) to save the index beside the SavedModel and serve lookup with "
+        "tensorflow_similarity.serving.IndexServer, or export the model without its index "
+        "(include_index=False)."
     )
 
 

@@ -408,8 +408,8 @@ def test_an_index_over_the_limit_is_refused_before_anything_is_written(tmp_path)
     model = tiny_model()
     model.index(np.eye(6, dtype=np.float32), np.arange(6), verbose=0)
     path = tmp_path / "too-large"
-    with pytest.raises(ValueError, match=r"over the limit of .*load_index.*faiss") as error:
-        export_model(model, path, max_index_bytes=100, verbose=0)
+    with pytest.raises(ValueError, match=r"over the limit of .*IndexServer") as error:
+        export_model(model, path, max_index_bytes=100, index_location="graph", verbose=0)
     assert "MAX_INDEX_BYTES" in str(error.value) and "include_index=False" in str(error.value)
     assert not path.exists() and not list(tmp_path.iterdir())
 
