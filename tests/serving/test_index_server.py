@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models import SimilarityModel, StaleIndexError
-from tensorflow_similarity.search import FaissOnDiskSearch
+from tensorflow_similarity.search import FaissOnDiskSearch, MilvusSearch
 from tensorflow_similarity.serving import IndexServer, export_model
 
 NAMES = ["ant", "bee", "cat"]
@@ -37,18 +37,24 @@ def _model(search="linear"):
     return model
 
 
-def _search(name):
+def _search(name, folder):
     if name == "faiss_ondisk":
         # nprobe == nlist: every list is searched, so lookups are exact and comparable.
         return FaissOnDiskSearch("cosine", dim=4, nlist=2, nprobe=2, train_size=8)
+    if name == "milvus":
+        pytest.importorskip("pymilvus")
+        pytest.importorskip("milvus_lite")
+        # Milvus Lite; the export's index folder names this database and collection.
+        return MilvusSearch("cosine", dim=4, uri=str(folder / "index.db"), collection="served")
     return name
 
 
-@pytest.fixture(scope="module", params=["linear", "faiss_ondisk"])
+@pytest.fixture(scope="module", params=["linear", "faiss_ondisk", "milvus"])
 def exported(request, tmp_path_factory):
     """A tiny model, its index (`request.param`), and its export with the index beside it."""
-    model = _model(_search(request.param))
-    path = tmp_path_factory.mktemp("external") / "served"
+    folder = tmp_path_factory.mktemp("external")
+    model = _model(_search(request.param, folder))
+    path = folder / "served"
     # A limit of one byte: the smallest index is over it, so "auto" saves it beside.
     with pytest.warns(UserWarning, match="saved beside the SavedModel .*IndexServer"):
         export = export_model(model, path, k=K, class_names=NAMES, max_index_bytes=1, verbose=0)
