@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.classification_metrics import (
     ClassificationMetric,
     make_classification_metric,
 )
+from tensorflow_similarity.indexer.indexer import DEFAULT_CHUNK_SIZE
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch
 from tensorflow_similarity.models.index_arguments import check_length
@@ -38,6 +40,8 @@ class IndexCalibrationMixin(IndexLookupMixin):
         y: Any,
         retrieval_metrics: Sequence[RetrievalMetric],
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, Any]:
         """Computes retrieval metrics of the examples' neighbours in the index.
 
@@ -47,6 +51,10 @@ class IndexCalibrationMixin(IndexLookupMixin):
             retrieval_metrics: `RetrievalMetric` instances, e.g.
                 `[RecallAtK(k=1), PrecisionAtK(k=5)]`.
             verbose: Print the results if 1. Defaults to 1.
+            chunk_size: Queries the index searches and scores at a time
+                (`Indexer.evaluate_retrieval`), which bounds the memory the
+                evaluation takes besides the queries' embeddings. Defaults to
+                8192. The values do not depend on it.
 
         Returns:
             Metric name (e.g. `"recall@1"`) to its value.
@@ -54,13 +62,14 @@ class IndexCalibrationMixin(IndexLookupMixin):
         Raises:
             ValueError: If `x` is empty, the index is empty, holds fewer
                 examples than a metric's `k`, or `y` does not have one label
-                per example.
+                per example, or `chunk_size` is below 1.
         """
+        chunk_size = _chunk_size(chunk_size, "evaluate_retrieval")
         x = self._query_batch(x, "evaluate_retrieval")
         check_length("y", y, len(x), required=True)
         self._check_lookup(max([getattr(m, "k", 1) for m in retrieval_metrics] or [1]))
         results = self._index.evaluate_retrieval(
-            self._embed(x), y, retrieval_metrics, verbose=verbose
+            self._embed(x), y, retrieval_metrics, verbose=verbose, chunk_size=chunk_size
         )
         if verbose:
             print(format_table(list(results.items()), ["metric", "value"]))
@@ -77,6 +86,8 @@ class IndexCalibrationMixin(IndexLookupMixin):
         extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
         rounding: int = 2,
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> CalibrationResults:
         """Chooses the distance thresholds `match` uses, from labelled examples.
 
@@ -96,6 +107,9 @@ class IndexCalibrationMixin(IndexLookupMixin):
                 recall.
             rounding: Decimals of the metric values. Defaults to 2.
             verbose: Print the cutpoints if 1. Defaults to 1.
+            chunk_size: Queries the index searches and matches at a time
+                (`Indexer.calibrate`). Defaults to 8192. The thresholds do
+                not depend on it.
 
         Returns:
             `CalibrationResults(cutpoints, thresholds)`, with an `"optimal"`
@@ -103,9 +117,11 @@ class IndexCalibrationMixin(IndexLookupMixin):
 
         Raises:
             ValueError: If `x` is empty, the index is empty, `k` is below 1,
-                or `y` does not have one label per example (a `k` above the
-                index size uses the whole index, with a warning).
+                `y` does not have one label per example or `chunk_size` is
+                below 1 (a `k` above the index size uses the whole index,
+                with a warning).
         """
+        chunk_size = _chunk_size(chunk_size, "calibrate")
         x = self._query_batch(x, "calibrate")
         check_length("y", y, len(x), required=True)
         self._check_lookup(k)
@@ -119,6 +135,7 @@ class IndexCalibrationMixin(IndexLookupMixin):
             extra_metrics=extra_metrics,
             rounding=rounding,
             verbose=verbose,
+            chunk_size=chunk_size,
         )
 
     def match(
@@ -179,6 +196,8 @@ class IndexCalibrationMixin(IndexLookupMixin):
         extra_metrics: Sequence[str | ClassificationMetric] = ("precision", "recall"),
         matcher: str | ClassificationMatch = "match_nearest",
         verbose: int = 1,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, dict[str, Any]]:
         """Computes classification metrics of the matches at each calibrated cutpoint.
 
@@ -189,15 +208,19 @@ class IndexCalibrationMixin(IndexLookupMixin):
             extra_metrics: Metrics computed besides the calibration metric.
             matcher: See `calibrate`.
             verbose: Print the results if 1. Defaults to 1.
+            chunk_size: Queries the index searches and matches at a time
+                (`Indexer.evaluate_classification`). Defaults to 8192. The
+                values do not depend on it.
 
         Returns:
             Cutpoint name to a dict of `"name"`, `"distance"` and each
             metric's value there.
 
         Raises:
-            ValueError: If `x` is empty, the index is not calibrated, or a
-                lookup error.
+            ValueError: If `x` is empty, the index is not calibrated,
+                `chunk_size` is below 1, or a lookup error.
         """
+        chunk_size = _chunk_size(chunk_size, "evaluate_classification")
         x = self._query_batch(x, "evaluate_classification")
         check_length("y", y, len(x), required=True)
         index = self._index
@@ -215,7 +238,14 @@ class IndexCalibrationMixin(IndexLookupMixin):
             metrics = [make_classification_metric(m) for m in extra_metrics]
             metrics.append(make_classification_metric(copy.copy(calibrated)))
             values = index.evaluate_classification(
-                embeddings, y, [threshold], metrics=metrics, matcher=matcher, k=k, verbose=0
+                embeddings,
+                y,
+                [threshold],
+                metrics=metrics,
+                matcher=matcher,
+                k=k,
+                verbose=0,
+                chunk_size=chunk_size,
             )
             row: dict[str, Any] = {"name": name, "distance": threshold}
             row.update({m.name: float(np.asarray(values[m.name])[0]) for m in metrics})
@@ -233,3 +263,8 @@ class IndexCalibrationMixin(IndexLookupMixin):
                 f"{verb} needs at least one query example; x is empty. Pass labelled examples."
             )
         return x
+
+
+def _chunk_size(chunk_size: Any, verb: str) -> int:
+    """`chunk_size` checked before anything is predicted."""
+    return check_int("chunk_size", chunk_size, minimum=1, owner=f"SimilarityModel.{verb}")
