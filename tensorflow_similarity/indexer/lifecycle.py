@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensorflow_similarity._validation import is_int
-from tensorflow_similarity.search import LinearSearch
+from tensorflow_similarity.search import LinearSearch, Search
 from tensorflow_similarity.search.row_ids import RowIds
 from tensorflow_similarity.stores import Store
 
@@ -115,16 +115,21 @@ def compact_items(index: Indexer) -> None:
 
 
 def share_store_rows(index: Indexer) -> None:
-    """Makes a `LinearSearch` of `index` read its store's embeddings: one copy, not two.
+    """Makes a `LinearSearch` of `index` read its store's embeddings: see `share_rows`."""
+    share_rows(index.search, index.kv_store)
 
-    A store that cannot give its rows without a copy (a `Store` subclass of
-    yours) leaves the search its own copy.
+
+def share_rows(search: Search, store: Store) -> None:
+    """Makes a `LinearSearch` read `store`'s embeddings: one copy, not two.
+
+    The search is emptied first. A store that cannot give its rows without
+    a copy (a `Store` subclass of yours) leaves the search its own copy;
+    another search keeps its own.
     """
-    search, store = index.search, index.kv_store
     if not isinstance(search, LinearSearch):
         return
     search.reset()
     if type(store).embedding_rows is Store.embedding_rows:
         search.share_rows(None)
     else:
-        search.share_rows(lambda: index.kv_store.embedding_rows())
+        search.share_rows(store.embedding_rows)
