@@ -6,13 +6,17 @@ from typing import Any
 
 import keras
 
+from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.distances import Distance
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.models.accumulation import group_micro_batches
 from tensorflow_similarity.models.backbone_index import BackboneIndexMixin
+from tensorflow_similarity.models.cached_contrastive_step import check_contrastive_chunk_size
 from tensorflow_similarity.models.contrastive_arguments import (
     check_contrastive_arguments,
+    check_shuffle_replicas,
+    resolve_batch_norm,
     serialize_augmenter,
 )
 from tensorflow_similarity.models.contrastive_step import ContrastiveStepMixin
@@ -43,8 +47,21 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
       gradients is the gradient of the global loss;
     * regularisation losses of the sub-models are also scaled by
       `1 / num_replicas`, so that summed over replicas they count once;
-    * with `sync_bn`, every batch norm in the backbone, projector and predictor
-      uses global-batch statistics.
+    * with `bn="sync"` (`sync_bn`), every batch norm in the backbone, projector
+      and predictor uses global-batch statistics.
+
+    Batch norm has three modes (`bn`). `"per_replica"` (the default)
+    normalises each replica's share of the batch on its own, which lets a
+    contrastive model recognise the samples that share its replica by their
+    statistics (a leak of the batch's make-up into the embeddings); `"sync"`
+    normalises with the global batch's statistics, at one collective per
+    batch-norm layer; `"shuffle"` (MoCo's shuffle batch norm, for a method
+    with a key encoder: BYOL, MoCo v3) keeps per-replica statistics but runs
+    the key encoder on the global batch permuted across the replicas and
+    restores its outputs' order after, so that a query and its key are
+    normalised over different samples, at two collectives per call of the key
+    encoder (see `models.shuffle_batch_norm`). Shuffling changes nothing on
+    one replica, where `fit` refuses it.
 
     The backbone's representations can be indexed and searched as a
     `SimilarityModel`'s embeddings (`compile` or `create_index`, `index`,
@@ -75,6 +92,24 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
     VICReg, DINO's centre) `N` accumulated batches are not one batch `N`
     times larger: each batch's samples meet only each other.
 
+    With `chunk_size=C`, each replica's batch (each micro-batch) runs
+    through the student in chunks of `C` samples, whose activations are never
+    held together: the chunks' outputs are computed without a tape, the loss
+    and its gradient with respect to the outputs are taken over the whole
+    batch (gathered over the replicas as in one pass), then each chunk runs
+    again under a tape with its rows of that gradient
+    (`models.cached_embeddings`). A teacher's outputs are computed chunk by
+    chunk once, without a tape. For networks without batch norm the loss,
+    every gradient and the optimizer's step equal one pass over the batch.
+    Batch norm normalises each chunk with the chunk's statistics (with
+    `sync_bn`, the replicas' chunks together) and updates its moving
+    statistics once per chunk, as `batch / C` smaller batches would.
+    Random layers with seed generators (dropout) draw the same values in
+    both passes. `C` must divide each replica's batch (the global batch over
+    the replicas, for each of the `accumulation_steps` batches); the
+    method's forward pass must split into per-sample outputs and a loss
+    (DINO's does not: refused), and the networks must add no activity losses.
+
     Unlike Keras' option, a step cannot span the end of the dataset: from a
     dataset of `B` batches an epoch takes `B // N` steps, and its last `B % N`
     batches never train (a `UserWarning` names them; a repeated dataset with
@@ -101,9 +136,11 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             `"mocov3"`, `"dino"` or another name registered with
             `models.algorithms.register_algorithm`; picks the forward pass and
             the default loss. Defaults to `"simsiam"`.
-        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`: synchronise the batch
-            norm of all three sub-models (converted copies are used; the models
-            passed in are untouched). Defaults to `False`.
+        sync_bn: `None`, `False`, `True` or a `SyncBatchNormPlugin`: synchronise
+            the batch norm of all three sub-models (converted copies are used;
+            the models passed in are untouched). `True` or a plugin is
+            `bn="sync"`, `False` is `bn="per_replica"` (or `"shuffle"`).
+            Defaults to `None`: as `bn` says, else `False`.
         augmenter: Callable `images -> (view1, view2)`, used when `fit` receives
             plain images. Defaults to `None` (the data must hold view pairs).
         concat_views: `True` runs both views through the networks as one batch
@@ -111,7 +148,10 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             `None` (default) does what the algorithm's paper did (its
             `concat_views`): `True` for SimCLR, `False` for the others.
         accumulation_steps: Batches per optimizer step (keyword-only, as the
-            three below). Defaults to 1.
+            arguments below). Defaults to 1.
+        chunk_size: `None` (default), or the samples of each replica's
+            batch that run through the networks at once: cached embeddings
+            (GradCache), exact for any batch size. See below.
         momentum: The teacher's first-step momentum, in [0, 1]; `None`
             (default) for the method's (BYOL 0.996, MoCo v3 0.99, DINO
             0.996). Only for a method with a teacher.
@@ -119,6 +159,13 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             schedule; `None` (default) takes them from `fit`.
         algorithm_options: The method's own options (DINO: see
             `models.algorithms.DINO`); `None` keeps its defaults.
+        bn: The batch-norm mode: `"per_replica"`, `"sync"` or `"shuffle"`
+            (see above). Defaults to `None`: as `sync_bn` says, else
+            `"per_replica"`.
+        shuffle_seed: With `bn="shuffle"`, the seed of the key encoder's
+            permutations, each drawn from it and the optimizer step
+            (`models.shuffle_batch_norm.batch_shuffle_permutation`), so a run
+            and its resumption permute alike. Defaults to 0.
         **kwargs: `keras.Model` keyword arguments (`name`, ...).
 
     Raises:
@@ -126,8 +173,13 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             (SimSiam without a predictor), a teacher-based method whose
             backbone has no trainable weights, a `momentum` outside [0, 1] or
             for a method without a teacher, `accumulation_steps` or
-            `total_steps` not a positive int, an unknown algorithm option.
-        TypeError: If a sub-model is not a Keras model or `sync_bn` is invalid.
+            `total_steps` not a positive int, a `chunk_size` not a positive
+            int or for a method whose forward pass does not split (DINO), an
+            unknown algorithm option, an
+            unknown `bn`, a `bn` that contradicts `sync_bn`, or
+            `bn="shuffle"` for a method without a key encoder.
+        TypeError: If a sub-model is not a Keras model, `sync_bn` is invalid
+            or `shuffle_seed` is not an int.
 
     Example:
 
@@ -153,14 +205,17 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         projector: keras.Model,
         predictor: keras.Model | None = None,
         algorithm: str = "simsiam",
-        sync_bn: bool | SyncBatchNormPlugin = False,
+        sync_bn: bool | SyncBatchNormPlugin | None = None,
         augmenter: Any = None,
         concat_views: bool | None = None,
         *,
         accumulation_steps: int = 1,
+        chunk_size: int | None = None,
         momentum: float | None = None,
         total_steps: int | None = None,
         algorithm_options: dict[str, Any] | None = None,
+        bn: str | None = None,
+        shuffle_seed: int = 0,
         **kwargs: Any,
     ) -> None:
         method, accumulation_steps, momentum, total_steps, options = check_contrastive_arguments(
@@ -174,7 +229,9 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
             total_steps,
             algorithm_options,
         )
-        plugin = resolve_sync_bn(sync_bn)
+        bn, plugin = resolve_batch_norm(bn, sync_bn, method)
+        shuffle_seed = check_int("shuffle_seed", shuffle_seed, minimum=0)
+        chunk_size = check_contrastive_chunk_size(chunk_size, method)
         super().__init__(**kwargs)
         if plugin is not None:
             # A sub-model built synchronised (a native builder with sync_bn) comes back as is.
@@ -186,12 +243,15 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         self.algorithm = method.name
         self._method = method
         self.sync_bn = plugin
+        self.bn = bn
+        self.shuffle_seed = shuffle_seed
         self.augmenter = augmenter
         self.concat_views = concat_views
         self._views_concatenated = (
             method.concat_views if concat_views is None else bool(concat_views)
         )
         self.accumulation_steps = accumulation_steps
+        self.chunk_size = chunk_size
         self.momentum = momentum
         self.total_steps = total_steps
         self.algorithm_options = options
@@ -333,8 +393,13 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         placed before `callbacks` raises `TrainingDiverged` at the first
         non-finite loss or weight, naming the epoch and step; `False` trains
         on as Keras does. See `SimilarityModel.fit`.
+
+        With `bn="shuffle"`, `fit` on one replica raises a `ValueError`
+        before any work: the shuffle would change nothing there.
         """
         args, keywords = fit_arguments(args, 4, callbacks, stop_on_non_finite)
+        if self.bn == "shuffle":
+            check_shuffle_replicas(self.distribute_strategy.num_replicas_in_sync, self.name)
         self._build_when_ready()
         x = pack_view_pairs(x, self._image_rank())
         if self.accumulation_steps > 1:
@@ -365,9 +430,12 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
                 "augmenter": serialize_augmenter(self.augmenter, self.name),
                 "concat_views": self.concat_views,
                 "accumulation_steps": self.accumulation_steps,
+                "chunk_size": self.chunk_size,
                 "momentum": self.momentum,
                 "total_steps": self.total_steps,
                 "algorithm_options": self.algorithm_options,
+                "bn": self.bn,
+                "shuffle_seed": self.shuffle_seed,
             }
         )
         return config

@@ -7,9 +7,10 @@ from typing import Any
 
 import keras
 
-from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin, resolve_sync_bn
+from tensorflow_similarity.distribute.plugin import SyncBatchNormPlugin
 from tensorflow_similarity.models.algorithms import algorithm_names, get_algorithm
 from tensorflow_similarity.models.contrastive import ContrastiveModel
+from tensorflow_similarity.models.contrastive_arguments import resolve_batch_norm
 
 __all__ = ["create_contrastive_model"]
 
@@ -23,7 +24,7 @@ def create_contrastive_model(
     projector_output_dim: int | None = None,
     projector_hidden_layers: int | None = None,
     predictor_hidden_dim: int | None = None,
-    sync_bn: bool | SyncBatchNormPlugin = False,
+    sync_bn: bool | SyncBatchNormPlugin | None = None,
     augmenter: Any = None,
     concat_views: bool | None = None,
     name: str = "contrastive_model",
@@ -32,9 +33,12 @@ def create_contrastive_model(
     predictor: keras.Model | None = None,
     projector_width: str = "scaled",
     accumulation_steps: int = 1,
+    chunk_size: int | None = None,
     momentum: float | None = None,
     total_steps: int | None = None,
     algorithm_options: dict[str, Any] | None = None,
+    bn: str | None = None,
+    shuffle_seed: int = 0,
 ) -> ContrastiveModel:
     """Builds a `ContrastiveModel` with the paper's projector (and predictor) for `algorithm`.
 
@@ -43,8 +47,11 @@ def create_contrastive_model(
     counts) or the paper's own (`"paper"`); the chosen widths and parameter
     count are logged at INFO level. Heads built elsewhere are passed as
     `projector=` (and `predictor=`), as in tensorflow-similarity 0.17. With
-    `sync_bn`, the batch norms of the backbone, the projector and the
-    predictor are all synchronised.
+    `bn="sync"` (or `sync_bn=True`), the batch norms of the backbone, the
+    projector and the predictor are all synchronised; with `bn="shuffle"`
+    (BYOL, MoCo v3) each replica normalises its own share and the key
+    encoder runs on the global batch permuted across replicas (see
+    `ContrastiveModel`).
 
     Args:
         backbone: Keras model with a 2-D output `[batch, features]` (use a
@@ -61,7 +68,9 @@ def create_contrastive_model(
         predictor_hidden_dim: The predictor's hidden width; `None` uses the
             paper's ratio to the projector output width (SimSiam a quarter,
             BYOL and MoCo v3 16 times).
-        sync_bn: `False`, `True` or a `SyncBatchNormPlugin`. Defaults to `False`.
+        sync_bn: `None`, `False`, `True` or a `SyncBatchNormPlugin`; `True`
+            (or a plugin) is `bn="sync"`, `False` is `bn="per_replica"` or
+            `"shuffle"`. Defaults to `None`: as `bn` says, else `False`.
         augmenter: Optional callable `images -> (view1, view2)`.
         concat_views: See `ContrastiveModel`. Defaults to `None`.
         name: Model name.
@@ -74,11 +83,17 @@ def create_contrastive_model(
             `projector_widths`.
         accumulation_steps: Batches per optimizer step; see
             `ContrastiveModel`. Defaults to 1.
+        chunk_size: Samples per chunk for cached embeddings (exact batches
+            larger than memory); see `ContrastiveModel`. Defaults to `None`.
         momentum: A teacher method's base momentum; `None` for the paper's.
         total_steps: The run's optimizer steps for the momentum schedule;
             `None` takes them from `fit`.
         algorithm_options: The method's own options (DINO's); see
             `ContrastiveModel`.
+        bn: `"per_replica"`, `"sync"` or `"shuffle"`; see `ContrastiveModel`.
+            Defaults to `None`: as `sync_bn` says, else `"per_replica"`.
+        shuffle_seed: With `bn="shuffle"`, the seed of the key encoder's
+            permutations. Defaults to 0.
 
     Returns:
         An uncompiled `ContrastiveModel`.
@@ -87,7 +102,9 @@ def create_contrastive_model(
         ValueError: For an unknown algorithm or `projector_width`, a backbone
             whose output is not 2-D, `projector` together with
             `projector_*` widths, or a `predictor` for an algorithm
-            without one.
+            without one, an unknown `bn`, a `bn` that contradicts `sync_bn`,
+            or `bn="shuffle"` for a method without a key encoder (all
+            before anything is built).
         TypeError: If a head is not a Keras model.
 
     Example:
@@ -127,7 +144,9 @@ def create_contrastive_model(
     for head_name, head in (("projector", projector), ("predictor", predictor)):
         if head is not None and not isinstance(head, keras.Model):
             raise TypeError(f"{head_name} must be a keras.Model, got {type(head).__name__}.")
-    resolve_sync_bn(sync_bn)  # A bad value fails here, before anything is built.
+    # A bad or contradictory value fails here, before anything is built.
+    bn, plugin = resolve_batch_norm(bn, sync_bn, method)
+    sync_bn = plugin if plugin is not None else False
     if projector is None:
         projector = method.build_projector(
             output_shape[-1],
@@ -158,9 +177,12 @@ def create_contrastive_model(
         concat_views=concat_views,
         name=name,
         accumulation_steps=accumulation_steps,
+        chunk_size=chunk_size,
         momentum=momentum,
         total_steps=total_steps,
         algorithm_options=algorithm_options,
+        bn=bn,
+        shuffle_seed=shuffle_seed,
     )
 
 
