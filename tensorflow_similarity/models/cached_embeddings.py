@@ -37,6 +37,7 @@ __all__ = [
     "cached_embedding_step",
     "check_chunk_size",
     "chunk_count",
+    "embed_in_chunks",
 ]
 
 
@@ -221,65 +222,14 @@ def cached_embedding_step(
     ... )
     True
     """
-    prefix = f"{owner}: " if owner else ""
-    chunk_size = check_chunk_size(chunk_size, owner)
-    if chunk_size is None:
-        raise ValueError(f"{prefix}cached_embedding_step needs a chunk_size, received None.")
-    flat_inputs = [tf.convert_to_tensor(t) for t in tf.nest.flatten(inputs)]
-    if not flat_inputs:
-        raise ValueError(f"{prefix}the batch holds no tensors to split into chunks.")
-    static_batch = flat_inputs[0].shape[0]
-    batch = static_batch if static_batch is not None else tf.shape(flat_inputs[0])[0]
-    chunks = chunk_count(batch, chunk_size, owner)
+    chunks, embed_chunk, structure = _chunks(
+        embed, inputs, chunk_size, "cached_embedding_step", owner
+    )
     variables = list(variables)
     state = list(state)
-
-    def rows(i: Any) -> Any:
-        start = i * chunk_size
-        parts = [t[start : start + chunk_size] for t in flat_inputs]
-        return tf.nest.pack_sequence_as(inputs, parts)
-
     saved = [tf.identity(v) for v in state]
-    structure = []
-
-    def embed_chunk(i: Any, after: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        # A chunk's rows are sliced once the previous chunk's results exist, so the
-        # graph never runs two chunks at once (which would hold both's activations).
-        with tf.control_dependencies(list(after) or None):
-            chunk = rows(i)
-        embeddings = embed(chunk)
-        structure[:] = [embeddings]
-        return tf.nest.flatten(embeddings)
-
-    # Pass 1: embeddings only. Nothing records gradients here (the caller holds no
-    # tape), and stop_gradient makes sure of it even under an outer tape.
-    if isinstance(chunks, int):
-        parts: list[list[tf.Tensor]] = []
-        for i in range(chunks):
-            flat = embed_chunk(i, parts[-1] if parts else [])
-            parts.append([tf.stop_gradient(e) for e in flat])
-        flat_embeddings = [tf.concat(list(column), axis=0) for column in zip(*parts, strict=True)]
-    else:
-        first = [tf.stop_gradient(e) for e in embed_chunk(0, [])]
-        arrays = [
-            tf.TensorArray(e.dtype, size=chunks - 1, element_shape=e.shape, infer_shape=True)
-            for e in first
-        ]
-
-        def embed_rest(i, arrays):
-            flat = embed_chunk(i, [])
-            return i + 1, [
-                a.write(i - 1, tf.stop_gradient(e)) for a, e in zip(arrays, flat, strict=True)
-            ]
-
-        _, arrays = tf.while_loop(
-            lambda i, _: i < chunks, embed_rest, (tf.constant(1), arrays), parallel_iterations=1
-        )
-        flat_embeddings = [
-            tf.concat([e, tf.reshape(a.stack(), [-1, *e.shape[1:]])], axis=0)
-            for e, a in zip(first, arrays, strict=True)
-        ]
-    embeddings = tf.nest.pack_sequence_as(structure[0], flat_embeddings)
+    embeddings = _embed_without_tape(embed_chunk, chunks, structure)
+    flat_embeddings = tf.nest.flatten(embeddings)
 
     with tf.GradientTape() as tape:
         tape.watch(flat_embeddings)
@@ -329,3 +279,112 @@ def cached_embedding_step(
         )
         gradients.append(tf.add_n(terms) if terms else None)
     return CachedStep(loss=loss, embeddings=embeddings, gradients=gradients)
+
+
+def embed_in_chunks(
+    embed: Callable[[Any], Any], inputs: Any, chunk_size: int, owner: str | None = None
+) -> Any:
+    """Runs `embed` on `chunk_size` rows of `inputs` at a time, without gradient; joins them.
+
+    Pass 1 of `cached_embedding_step` on its own, for outputs that take no
+    gradient (a momentum teacher's): each chunk runs once the previous one is
+    done, so only one chunk's activations exist at a time.
+
+    Args:
+        embed: A function of a nest of `[chunk_size, ...]` rows of `inputs`,
+            returning a nest of `[chunk_size, ...]` tensors.
+        inputs: A nest of tensors whose first axis is the batch.
+        chunk_size: Samples per chunk; must divide the batch (see `chunk_count`).
+        owner: The class or function the user called, for messages.
+
+    Returns:
+        The nest `embed` returns, the chunks joined along the first axis in
+        order, under `tf.stop_gradient`.
+
+    Raises:
+        ValueError: As `cached_embedding_step`.
+        tf.errors.InvalidArgumentError: As `cached_embedding_step`.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from tensorflow_similarity.models.cached_embeddings import embed_in_chunks
+    >>> x = tf.reshape(tf.range(8.0), (4, 2))
+    >>> embed_in_chunks(lambda rows: tf.reduce_sum(rows, axis=1), x, 2).numpy()
+    array([ 1.,  5.,  9., 13.], dtype=float32)
+    """
+    chunks, embed_chunk, structure = _chunks(embed, inputs, chunk_size, "embed_in_chunks", owner)
+    return _embed_without_tape(embed_chunk, chunks, structure)
+
+
+def _chunks(embed: Callable, inputs: Any, chunk_size: Any, caller: str, owner: str | None) -> tuple:
+    """Checks `chunk_size` against `inputs`; returns the chunk count and `embed` of chunk `i`.
+
+    `embed_chunk(i, after)` embeds chunk `i` once the tensors `after` exist and
+    returns its flat outputs; the last call's nest is kept in `structure[0]`.
+    """
+    prefix = f"{owner}: " if owner else ""
+    chunk_size = check_chunk_size(chunk_size, owner)
+    if chunk_size is None:
+        raise ValueError(f"{prefix}{caller} needs a chunk_size, received None.")
+    flat_inputs = [tf.convert_to_tensor(t) for t in tf.nest.flatten(inputs)]
+    if not flat_inputs:
+        raise ValueError(f"{prefix}the batch holds no tensors to split into chunks.")
+    static_batch = flat_inputs[0].shape[0]
+    batch = static_batch if static_batch is not None else tf.shape(flat_inputs[0])[0]
+    chunks = chunk_count(batch, chunk_size, owner)
+
+    def rows(i: Any) -> Any:
+        start = i * chunk_size
+        parts = [t[start : start + chunk_size] for t in flat_inputs]
+        return tf.nest.pack_sequence_as(inputs, parts)
+
+    structure = []
+
+    def embed_chunk(i: Any, after: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        # A chunk's rows are sliced once the previous chunk's results exist, so the
+        # graph never runs two chunks at once (which would hold both's activations).
+        with tf.control_dependencies(list(after) or None):
+            chunk = rows(i)
+        outputs = embed(chunk)
+        structure[:] = [outputs]
+        return tf.nest.flatten(outputs)
+
+    return chunks, embed_chunk, structure
+
+
+def _embed_without_tape(
+    embed_chunk: Callable[[Any, Sequence[tf.Tensor]], list[tf.Tensor]],
+    chunks: tf.Tensor | int,
+    structure: list,
+) -> Any:
+    """Pass 1: every chunk's flat outputs under `stop_gradient`, joined, packed as `structure`."""
+    # Nothing records gradients here (the caller holds no tape), and stop_gradient
+    # makes sure of it even under an outer tape.
+    if isinstance(chunks, int):
+        parts: list[list[tf.Tensor]] = []
+        for i in range(chunks):
+            flat = embed_chunk(i, parts[-1] if parts else [])
+            parts.append([tf.stop_gradient(e) for e in flat])
+        flat_embeddings = [tf.concat(list(column), axis=0) for column in zip(*parts, strict=True)]
+    else:
+        first = [tf.stop_gradient(e) for e in embed_chunk(0, [])]
+        arrays = [
+            tf.TensorArray(e.dtype, size=chunks - 1, element_shape=e.shape, infer_shape=True)
+            for e in first
+        ]
+
+        def embed_rest(i, arrays):
+            flat = embed_chunk(i, [])
+            return i + 1, [
+                a.write(i - 1, tf.stop_gradient(e)) for a, e in zip(arrays, flat, strict=True)
+            ]
+
+        _, arrays = tf.while_loop(
+            lambda i, _: i < chunks, embed_rest, (tf.constant(1), arrays), parallel_iterations=1
+        )
+        flat_embeddings = [
+            tf.concat([e, tf.reshape(a.stack(), [-1, *e.shape[1:]])], axis=0)
+            for e, a in zip(first, arrays, strict=True)
+        ]
+    return tf.nest.pack_sequence_as(structure[0], flat_embeddings)
