@@ -3,7 +3,10 @@
 The SavedModel (`serving.export_model`) has an `embed` signature and, for a
 run with a non-empty index (a supervised run's: the training images of
 every class), a `lookup` signature whose `label_names` are the run's class
-names; it loads and serves with TensorFlow alone. The run folder is checked
+names; it loads and serves with TensorFlow alone. An index over
+`serving.MAX_INDEX_BYTES` (or any, with `--index-location external`) is
+saved beside the SavedModel instead, in OUT/index/, and
+`serving.IndexServer(OUT)` answers its lookups. The run folder is checked
 as `tfsim lookup` checks it (its run.json, and that model.keras and its
 index are the ones the run recorded) before the model is loaded. OUT may
 not be inside the run folder; an existing OUT is refused unless
@@ -22,7 +25,7 @@ from tensorflow_similarity.cli.errors import UsageError
 from tensorflow_similarity.cli.lookup import load_run_model
 from tensorflow_similarity.indexer import Indexer
 from tensorflow_similarity.models.index_mixin import index_path
-from tensorflow_similarity.serving import check_destination, export_model
+from tensorflow_similarity.serving import INDEX_LOCATIONS, check_destination, export_model
 
 
 def add_export_command(commands: Any) -> None:
@@ -37,7 +40,10 @@ def add_export_command(commands: Any) -> None:
             "when the index is not empty, a `lookup` signature (images to the --k nearest "
             "indexed images: ids, distances, labels and class names), searched exactly in "
             "the graph. It loads with tf.saved_model.load and serves under TensorFlow "
-            "Serving without tensorflow_similarity installed. Images are what training read: "
+            "Serving without tensorflow_similarity installed. An index over 1 GiB is saved "
+            "beside it in OUT/index/ instead (see --index-location), and "
+            "tensorflow_similarity.serving.IndexServer(OUT) answers its lookups. Images are "
+            "what training read: "
             "RGB at the run's --image-size, float32 in [0, 1] (uint8 0-255 with --uint8)."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -61,6 +67,14 @@ def add_export_command(commands: Any) -> None:
         dest="index",
         action="store_false",
         help="export `embed` alone, for a run without its index (or to leave it out)",
+    )
+    export.add_argument(
+        "--index-location",
+        choices=INDEX_LOCATIONS,
+        default="auto",
+        help="where the index goes: in the `lookup` signature (graph), saved beside the "
+        "SavedModel in OUT/index/ for tensorflow_similarity.serving.IndexServer (external), "
+        "or the graph up to 1 GiB and beside it above (auto)",
     )
     export.add_argument(
         "--overwrite",
@@ -153,12 +167,25 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             tflite=args.tflite,
             verbose=0,
+            index_location=args.index_location,
         )
     except FileExistsError as error:  # OUT written meanwhile, by another export
         raise _destination_error(error) from None
     except ValueError as error:
-        raise UsageError(str(error).replace("include_index=False", "--no-index")) from None
-    if "lookup" in result.signatures:
+        message = str(error).replace("include_index=False", "--no-index")
+        message = message.replace(
+            "index_location='external' (tfsim export --index-location external)",
+            "--index-location external",
+        )
+        raise UsageError(message) from None
+    if result.index_location == "external":
+        print(
+            f"tfsim: wrote {out}: signature embed and, beside it, the index in "
+            f"{out / 'index'} (k={result.k}, {result.index_size} indexed images, "
+            f"{result.distance} distance); serve lookups with "
+            f"tensorflow_similarity.serving.IndexServer({str(out)!r})."
+        )
+    elif "lookup" in result.signatures:
         print(
             f"tfsim: wrote {out}: signatures embed and lookup (k={result.k}, "
             f"{result.index_size} indexed images, {result.distance} distance)."

@@ -15,6 +15,7 @@ from tensorflow_similarity.cli import main, run_folder
 from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.models import ContrastiveModel
+from tensorflow_similarity.serving import IndexServer
 from tests.serving.glyphs_export import glyphs_model
 
 SIZE = 8
@@ -72,6 +73,26 @@ def test_export_of_a_supervised_run_serves_its_lookup_with_class_names(runs, tmp
     names = [[data.class_names[n.label].encode() for n in row] for row in lookups]
     assert found["label_names"].numpy().tolist() == names
     assert (out / "embed.tflite").is_file() and (out / "lookup.tflite").is_file()
+
+
+def test_index_location_external_is_served_by_index_server(runs, tmp_path, capsys):
+    out = tmp_path / "served"
+    assert main(["export", str(runs["supervised"]), str(out), "--index-location", "external"]) == 0
+    printed = capsys.readouterr().out
+    assert "signature embed and, beside it, the index in" in printed and "IndexServer" in printed
+    assert set(tf.saved_model.load(str(out)).signatures) == {"embed"}
+    data = runs["data"]
+    found = IndexServer(out).lookup(data.x_test[:6], k=3)
+    model = keras.saving.load_model(runs["supervised"] / "model.keras")
+    model.load_index(runs["supervised"] / "model.keras")
+    lookups = model.lookup(data.x_test[:6], k=3, verbose=0)
+    np.testing.assert_array_equal(found["ids"], [[n.id for n in row] for row in lookups])
+    np.testing.assert_array_equal(found["labels"], [[n.label for n in row] for row in lookups])
+    names = [[data.class_names[n.label].encode() for n in row] for row in lookups]
+    assert found["label_names"].numpy().tolist() == names
+    with pytest.raises(SystemExit):
+        main(["export", str(runs["supervised"]), str(tmp_path / "x"), "--index-location", "disk"])
+    assert "invalid choice: 'disk'" in capsys.readouterr().err
 
 
 def test_export_of_a_pretrain_run_writes_embed_only_and_says_why(runs, tmp_path, capsys):
