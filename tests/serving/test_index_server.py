@@ -214,3 +214,28 @@ def test_a_failed_index_save_leaves_the_destination_as_it_was(tmp_path, monkeypa
     monkeypatch.undo()
     again = export_model(model, path, k=3, index_location="external", overwrite=True, verbose=0)
     assert IndexServer(again.path).k == 3
+
+
+def test_items_upserted_with_the_same_weights_are_served_after_a_save(tmp_path):
+    model = _model()
+    path = export_model(model, tmp_path / "served", k=1, index_location="external", verbose=0).path
+    server = IndexServer(path)
+    new = np.full((1, 6), 3.0, np.float32)
+    server.index.upsert([1000], server.embed(new)["embeddings"].numpy(), labels=[2])
+    server.index.save(path / "index")
+    found = IndexServer(path).lookup(new)  # the same fingerprint: not stale
+    assert found["ids"].numpy().tolist() == [[1000]]
+    assert found["label_names"].numpy().tolist() == [[b"2"]]  # no class names were given
+
+
+def test_a_uint8_export_takes_uint8_images_only(tmp_path):
+    model = _model()
+    path = tmp_path / "served"
+    export_model(model, path, k=2, uint8_input=True, index_location="external", verbose=0)
+    server = IndexServer(path)
+    pixels = np.arange(12, dtype=np.uint8).reshape(2, 6) * 20
+    found = server.lookup(pixels)
+    ids, _, _, _ = _lookup_reference(model, pixels.astype(np.float32) / 255.0, 2)
+    np.testing.assert_array_equal(found["ids"], ids)
+    with pytest.raises(ValueError, match=r"\(uint8\): 0-255 pixels as uint8. Got float32"):
+        server.lookup(pixels.astype(np.float32))
