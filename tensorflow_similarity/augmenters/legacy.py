@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from tensorflow_similarity._validation import check_bool, check_choice, check_number
@@ -64,6 +65,30 @@ class Augmenter(abc.ABC):
         is_warmup: bool = True,
     ) -> list[tf.Tensor]:
         return self.augment(x, y, num_augmentations_per_example, is_warmup)
+
+    def get_config(self) -> dict[str, Any]:
+        """Returns the constructor's arguments, for `from_config`.
+
+        The built-in augmenters record every argument they were given (an
+        unseeded augmenter records `seed=None`, so its copy draws other views).
+        A subclass that takes arguments records them in `self._config` or
+        overrides this method.
+
+        Raises:
+            NotImplementedError: For a subclass that records no arguments.
+        """
+        config = getattr(self, "_config", None)
+        if config is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not record its arguments: set self._config to the "
+                "constructor's arguments in __init__, or override get_config()."
+            )
+        return dict(config)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Augmenter:
+        """Builds the augmenter from `get_config()`'s output."""
+        return cls(**config)
 
 
 def _check_num_views(num_views: Any, name: str = "num_augmentations_per_example") -> int:
@@ -141,6 +166,19 @@ class SimCLRAugmenter(Augmenter):
         *,
         seed: int | None = None,
     ) -> None:
+        self._config = {
+            "height": height,
+            "width": width,
+            "is_training": is_training,
+            "color_distort": color_distort,
+            "jitter_stength": jitter_stength,
+            "crop": crop,
+            "eval_crop_proportion": eval_crop_proportion,
+            "flip": flip,
+            "version": version,
+            "num_cpu": num_cpu,
+            "seed": seed,
+        }
         owner = type(self).__name__
         check_choice(
             "version",
@@ -280,6 +318,23 @@ class BarlowAugmenter(Augmenter):
                     "solarisation inverts [0, 1] values at or above 0.5. Received: "
                     f"{name}={value!r}"
                 )
+        self._config = {
+            "width": width,
+            "height": height,
+            "flip_probability": flip_probability,
+            "brightness_multiplier": brightness_multiplier,
+            "contrast_multiplier": contrast_multiplier,
+            "saturation_multiplier": saturation_multiplier,
+            "hue_multiplier": hue_multiplier,
+            "jitter_probability": jitter_probability,
+            "greyscale_probability": greyscale_probability,
+            "blur_probability": blur_probability,
+            "blur_min_sigma": blur_min_sigma,
+            "blur_max_sigma": blur_max_sigma,
+            "solarize_probability": solarize_probability,
+            "num_cpu": num_cpu,
+            "seed": seed,
+        }
         self.width, self.height = width, height
         self.num_cpu = num_cpu
         # A zero sigma is no blur; ViewAugmenter wants a positive minimum, and a tiny
@@ -341,6 +396,25 @@ class ContrastiveAugmenter(Augmenter):
             )
         self.process = process
         self.num_cpu = num_cpu
+
+    def get_config(self) -> dict[str, Any]:
+        """Returns `process` serialised by Keras, and `num_cpu`.
+
+        `from_config` finds `process` again only when it is registered with
+        `keras.saving.register_keras_serializable` (a lambda or an unregistered
+        function cannot be rebuilt by name).
+        """
+        return {
+            "process": keras.saving.serialize_keras_object(self.process),
+            "num_cpu": self.num_cpu,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ContrastiveAugmenter:
+        """Builds the augmenter, deserialising `process` with Keras (safe mode)."""
+        config = dict(config)
+        config["process"] = keras.saving.deserialize_keras_object(config["process"])
+        return cls(**config)
 
     def augment(
         self,
