@@ -68,16 +68,17 @@ def cross_replica_moments(
     cancellation, whatever `|mean| / std`. One collective then merges them:
 
     * `"reduce"`: each replica re-centres its sums on `reference`, a shift
-      every replica holds (the mirrored moving mean; 0 in a channel where it
-      is NaN or infinite), in float64:
+      every replica holds before the exchange (the layer passes the previous
+      step's global mean, else the mirrored moving mean; 0 is used in a
+      channel where it is NaN or infinite), in float64:
       with `o_i = s_i - r`, `T1_i = S1_i + n_i o_i` and `T2_i = S2_i +
       o_i (S1_i + T1_i)` are the sums of `x - r` and `(x - r)^2`. One
       all-reduce sums `(n_i, T1_i, T2_i)`: `2 C + 1` float64 values (`3 C` under
       a mask) whatever the number of replicas. Then `mean = r + T1 / N` and
       `M2 = T2 - T1^2 / N`, whose float64 cancellation costs a relative
-      variance error of the order of `1e-16 (|mean - r| / std)^2`. No shift
-      nearer the batch is free: every replica must hold the same one before
-      the all-reduce, and one taken from the batch takes a collective more.
+      variance error of the order of `1e-16 (|mean - r| / std)^2`: a
+      reference from the current batch would take a collective more, and
+      the previous step's mean is usually within a few standard deviations.
       Groups are summed in one slot each (`collectives.sum_by_group`).
     * `"gather"`: the rows `(n_i, s_i, S1_i / n_i, M2_i)` of all replicas are
       gathered in `x`'s dtype (`4 C K` values) and each group is merged with
@@ -105,7 +106,7 @@ def cross_replica_moments(
         group_size: Contiguous group size, dividing the number of replicas.
         exchange: `"reduce"` (default) or `"gather"`, see above.
         reference: `[channels]` shift identical on every replica, required by
-            `"reduce"`.
+            `"reduce"`; where it is NaN or infinite, 0 is used.
 
     Returns:
         A `Moments`: the caller's group `mean` and `variance`, and the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -778,24 +779,196 @@ def test_masked_non_finite_padding_is_left_out_as_in_keras(exchange):
     assert np.all(np.isfinite(y[mask]))
 
 
+def group_variances_with_loops(x, sizes, group_size):
+    """float64 variance of each channel over each group of replicas' rows, with plain loops."""
+    bounds = np.cumsum([0, *sizes])
+    groups = []
+    for first in range(0, len(sizes), group_size):
+        rows = x[bounds[first] : bounds[first + group_size]]
+        variances = []
+        for c in range(x.shape[1]):
+            values = [float(v) for v in rows[:, c]]
+            mean = sum(values) / len(values)
+            variances.append(sum((v - mean) ** 2 for v in values) / len(values))
+        groups.append(variances)
+    return np.array(groups)
+
+
+def batch_statistics_by_step(sync, batches, sizes, strategy):
+    """Each training step's batch (mean, variance), from a momentum-0.5 layer's moving ones.
+
+    `sizes` are the replicas' rows of every batch, or one list per batch.
+    """
+    sizes_by_step = sizes if isinstance(sizes[0], list) else [sizes] * len(batches)
+    moving = [(sync.moving_mean.numpy(), sync.moving_variance.numpy())]
+    for x, split_sizes in zip(batches, sizes_by_step, strict=True):
+        run_on_replicas(lambda x: sync(x, training=True), x, split_sizes, strategy=strategy)
+        moving.append((sync.moving_mean.numpy(), sync.moving_variance.numpy()))
+    # moving = 0.5 old + 0.5 batch
+    return [
+        tuple(2.0 * n - o for n, o in zip(new, old, strict=True))
+        for old, new in zip(moving, moving[1:], strict=False)
+    ]
+
+
 @pytest.mark.parametrize("offset", [1e6, 1e8])
 def test_float64_variance_far_from_the_moving_mean_within_the_documented_error(offset):
-    """`"gather"`: float64-exact anywhere; `"reduce"`: within `1e-15 (offset / std)^2`.
+    """`"gather"`: float64-exact anywhere. `"reduce"`: within `1e-15 (offset / std)^2` on the
+    first step, float64-exact from the second.
 
-    The docstring's range: the float64 sums of `"reduce"` are centred on the
+    The docstring's range: the first step's float64 sums are centred on the
     moving mean (0 here), so their cancellation grows with the square of the
-    distance to it, in standard deviations.
+    distance to it, in standard deviations; the next step's are centred on the
+    first step's global mean.
     """
-    x = offset + np.array([[1.0, 2.0], [2.0, 4.0], [1.0, 3.0], [0.0, 1.0]])
-    expected = np.array([np.var(column) for column in x.T])
-    ratio = offset / np.sqrt(expected)
+    batches = [
+        offset + np.array([[1.0, 2.0], [2.0, 4.0], [1.0, 3.0], [0.0, 1.0]]),
+        offset + np.array([[3.0, 0.0], [2.0, 6.0], [1.5, 3.0], [0.0, 2.0]]),
+    ]
+    expected = [np.array([np.var(column) for column in x.T]) for x in batches]
+    ratio = offset / np.sqrt(expected[0])
     strategy = mirrored_strategy(2)
-    for exchange, bound in (("gather", np.full_like(ratio, 1e-12)), ("reduce", 1e-15 * ratio**2)):
+    for exchange, first_bound in (
+        ("gather", np.full_like(ratio, 1e-12)),
+        ("reduce", 1e-15 * ratio**2),
+    ):
         with strategy.scope():
-            sync = SyncBatchNormalization(momentum=0.0, dtype="float64", exchange=exchange)
-            sync.build(x.shape)
-        upstream = np.ones(x.shape, "float32")
-        distributed_step(sync, strategy, split(x, [2, 2]), split(upstream, [2, 2]))
-        error = np.abs(sync.moving_variance.numpy() - expected) / expected
-        np.testing.assert_array_less(error, bound, err_msg=exchange)
-        np.testing.assert_allclose(sync.moving_mean.numpy(), x.mean(axis=0), rtol=1e-15)
+            sync = SyncBatchNormalization(momentum=0.5, dtype="float64", exchange=exchange)
+            sync.build((None, 2))
+        steps = batch_statistics_by_step(sync, batches, [2, 2], strategy)
+        for step, bound in ((0, first_bound), (1, 1e-12)):
+            mean, variance = steps[step]
+            error = np.abs(variance - expected[step]) / expected[step]
+            np.testing.assert_array_less(error, bound, err_msg=f"{exchange}, step {step + 1}")
+            np.testing.assert_allclose(mean, batches[step].mean(axis=0), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "group_size"), [([2, 4], None), ([1, 2, 2, 1], 2)], ids=["global", "groups"]
+)
+def test_reduce_is_float64_exact_from_the_second_step_far_from_the_moving_mean(sizes, group_size):
+    """From the second training step `"reduce"` centres on the previous step's global mean.
+
+    A fresh layer's moving mean is 0, 1e8 standard deviations from the data, and
+    with momentum 0.5 it stays 5e7 away after the first step: the first step is
+    centred on it (see the next test); the second step's variance is the
+    one-device float64 variance.
+    """
+    rng = np.random.default_rng(21)
+    batches = [1e8 + rng.normal(size=(sum(sizes), 2)) * [1.0, 3.0] for _ in range(2)]
+    strategy = mirrored_strategy(len(sizes))
+    with strategy.scope():
+        sync = SyncBatchNormalization(
+            momentum=0.5, dtype="float64", exchange="reduce", group_size=group_size
+        )
+        sync.build((None, 2))
+    steps = batch_statistics_by_step(sync, batches, sizes, strategy)
+    groups = group_variances_with_loops(batches[1], sizes, group_size or len(sizes))
+    # The moving variance absorbs the mean of the groups' variances.
+    np.testing.assert_allclose(steps[1][1], groups.mean(axis=0), rtol=1e-12)
+
+
+def test_first_step_is_centred_on_the_moving_mean():
+    """Before any training step (or after loading) `"reduce"` centres on the moving mean."""
+    rng = np.random.default_rng(22)
+    x = 1e8 + rng.normal(size=(6, 2)) * [1.0, 3.0]
+    strategy = mirrored_strategy(2)
+    with strategy.scope():
+        sync = SyncBatchNormalization(momentum=0.5, dtype="float64", exchange="reduce")
+        sync.build((None, 2))
+    sync.moving_mean.assign([1e8 + 2.0, 1e8 - 5.0])
+    ((_, variance),) = batch_statistics_by_step(sync, [x], [4, 2], strategy)
+    expected = group_variances_with_loops(x, [6], 1)[0]
+    np.testing.assert_allclose(variance, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("group_size", [None, 2], ids=["global", "groups"])
+def test_empty_global_batch_keeps_the_previous_reference(group_size):
+    """A step without data has no mean: the next step is centred on the last one that had."""
+    rng = np.random.default_rng(23)
+    batches = [1e8 + rng.normal(size=(n, 2)) for n in (6, 0, 6)]
+    strategy = mirrored_strategy(4)
+    with strategy.scope():
+        sync = SyncBatchNormalization(
+            momentum=0.5, dtype="float64", exchange="reduce", group_size=group_size
+        )
+        sync.build((None, 2))
+    sizes = [[2, 1, 1, 2], [0, 0, 0, 0], [1, 2, 2, 1]]
+    steps = batch_statistics_by_step(sync, batches, sizes, strategy)
+    groups = group_variances_with_loops(batches[2], sizes[2], group_size or 4)
+    np.testing.assert_allclose(steps[2][1], groups.mean(axis=0), rtol=1e-12)
+
+
+BATCH_NORM_WEIGHTS = ["gamma", "beta", "moving_mean", "moving_variance"]
+# Saved by the layer before it kept the previous step's mean (commit 32c6c67).
+SAVED_BEFORE_REFERENCE = Path(__file__).with_name("data") / "sync_bn_saved_before_reference.keras"
+
+
+def test_weights_are_those_of_keras_batch_norm_after_training(tmp_path):
+    """The reference is no weight: weight lists and checkpoints are those of Keras' layer."""
+    strategy = mirrored_strategy(2)
+    with strategy.scope():
+        sync = SyncBatchNormalization(momentum=0.5)
+        sync.build((None, 3))
+    run_on_replicas(lambda x: sync(x, training=True), np.ones((4, 3), "float32"), [2, 2])
+    plain = keras.layers.BatchNormalization()
+    plain.build((None, 3))
+    assert [w.name for w in sync.weights] == [w.name for w in plain.weights]
+    assert [w.name for w in sync.weights] == BATCH_NORM_WEIGHTS
+    plain.set_weights(sync.get_weights())
+    sync.set_weights(plain.get_weights())
+    saved = [
+        tf.train.Checkpoint(layer=layer).write(str(tmp_path / name))
+        for name, layer in (("sync", sync), ("plain", plain))
+    ]
+    names = [[name for name, _ in tf.train.list_variables(path)] for path in saved]
+    assert names[0] == names[1]
+    tf.train.Checkpoint(layer=sync).read(saved[1]).assert_existing_objects_matched()
+
+
+@pytest.mark.parametrize("saved", ["now", "before_reference"])
+def test_keras_file_round_trip_then_training_starts_from_the_moving_mean(tmp_path, saved):
+    """A loaded layer has the saved weights and trains as a new layer holding them would.
+
+    The previous step's mean is not saved: after loading, the first step is
+    centred on the moving mean. A file saved before the layer kept that mean
+    loads unchanged.
+    """
+    rng = np.random.default_rng(24)
+    strategy = mirrored_strategy(2)
+
+    def model_with_layer():
+        return keras.Sequential(
+            [keras.Input((3,)), SyncBatchNormalization(momentum=0.5, name="bn")],
+            name="saved_before_reference",
+        )
+
+    def train_step(model, x):
+        layer = model.get_layer("bn")
+        return run_on_replicas(lambda x: layer(x, training=True), x, [2, 2], strategy=strategy)
+
+    x = (1e4 + rng.normal(size=(4, 3))).astype("float32")
+    path = SAVED_BEFORE_REFERENCE
+    expected = [
+        np.array(v, "float32")
+        for v in ([1.5, 0.5, 2.0], [0.25, -1.0, 3.0], [1e8, -2.0, 0.5], [4.0, 0.25, 9.0])
+    ]
+    if saved == "now":
+        with strategy.scope():
+            model = model_with_layer()
+        train_step(model, x)
+        path = tmp_path / "model.keras"
+        model.save(path)
+        expected = model.get_weights()
+    with strategy.scope():
+        loaded = keras.saving.load_model(path)
+        fresh = model_with_layer()
+    fresh.set_weights(expected)
+    assert [w.name for w in loaded.weights] == BATCH_NORM_WEIGHTS
+    for got, want in zip(loaded.get_weights(), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    for _ in range(2):
+        outputs = [train_step(m, x + 1.0).concatenated() for m in (loaded, fresh)]
+        np.testing.assert_array_equal(outputs[0], outputs[1])
+    for got, want in zip(loaded.get_weights(), fresh.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
