@@ -7,7 +7,9 @@ exceed 2 GiB, and the class names are a constant in `saved_model.pb`, a
 protocol buffer with the same limit. `MAX_INDEX_BYTES`, 1 GiB, keeps the
 arrays to half of it, which leaves room for the network and the
 converter's copies; a server also holds them in memory and scans them all
-for each query, where an approximate index (faiss) is the tool past that.
+for each query. Past the limit an export saves the index beside the
+SavedModel instead (`export_model`'s `index_location`), with its own
+search (an on-disk or Milvus one, say), and `IndexServer` serves it.
 `benchmark/serving_size.py` measures the SavedModel, its loading, the first
 and later `lookup`s and the TFLite conversion up to the limit and past it.
 """
