@@ -49,6 +49,9 @@ class IndexServer:
         path: The export's folder.
         safe_mode: Refuse an index whose records' data were pickled, as
             `Indexer.load` does. Defaults to `True`.
+        search_options: What `Indexer.load` takes that a save does not
+            record, such as a Milvus server's token
+            (`{"token": "user:password"}`). Defaults to none.
 
     Raises:
         FileNotFoundError: If `path` holds no export of this package, or its
@@ -74,7 +77,13 @@ class IndexServer:
     [0, 1, 2, 3]
     """
 
-    def __init__(self, path: str | Path, *, safe_mode: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        safe_mode: bool = True,
+        search_options: dict[str, Any] | None = None,
+    ) -> None:
         self.path = Path(path)
         manifest = _read_manifest(self.path)
         folder = self.path / str(manifest.get("index_folder") or INDEX_FOLDER)
@@ -90,7 +99,9 @@ class IndexServer:
         self.input_shape: tuple[int | None, ...] = tuple(manifest["input"]["shape"][1:])
         self.input_dtype: str = manifest["input"]["dtype"]
         self.class_names: list[str] = list(manifest.get("class_names") or [])
-        self.index: Indexer = Indexer.load(folder, verbose=0, safe_mode=safe_mode)
+        # Passed only when given: it is for a search that needs it (MilvusSearch's token).
+        options = {} if search_options is None else {"search_options": search_options}
+        self.index: Indexer = Indexer.load(folder, verbose=0, safe_mode=safe_mode, **options)
         self._embed = tf.saved_model.load(str(self.path)).signatures["embed"]
 
     @staticmethod

@@ -239,3 +239,18 @@ def test_a_uint8_export_takes_uint8_images_only(tmp_path):
     np.testing.assert_array_equal(found["ids"], ids)
     with pytest.raises(ValueError, match=r"\(uint8\): 0-255 pixels as uint8. Got float32"):
         server.lookup(pixels.astype(np.float32))
+
+
+def test_search_options_reach_indexer_load(exported, monkeypatch):
+    _, export = exported
+    seen = []
+    load = Indexer.load.__func__
+
+    def spy(cls, folder, **kwargs):
+        seen.append(dict(kwargs))
+        kwargs.pop("search_options", None)
+        return load(cls, folder, **kwargs)
+
+    monkeypatch.setattr(Indexer, "load", classmethod(spy))
+    IndexServer(export.path, search_options={"token": "user:password"})
+    assert seen[-1]["search_options"] == {"token": "user:password"}
