@@ -18,6 +18,7 @@ from tensorflow_similarity.losses.dino import (
 )
 from tensorflow_similarity.losses.global_batch import GlobalBatchLoss
 from tensorflow_similarity.losses.metric_loss import MetricLoss
+from tensorflow_similarity.losses.mocov2 import MoCoV2Loss
 from tensorflow_similarity.losses.mocov3 import MoCoV3Loss
 from tensorflow_similarity.losses.multinegrank_loss import MultiNegativesRankLoss
 from tensorflow_similarity.losses.multisim_loss import MultiSimilarityLoss
@@ -43,6 +44,7 @@ __all__ = [
     "DINOLoss",
     "GlobalBatchLoss",
     "MetricLoss",
+    "MoCoV2Loss",
     "MoCoV3Loss",
     "MultiNegativesRankLoss",
     "MultiSimilarityLoss",
