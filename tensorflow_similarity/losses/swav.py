@@ -128,6 +128,13 @@ class SwAVLoss(GlobalBatchLoss):
     batch: the paper's loss (`main_swav.py`), averaged over the `V - 1`
     other views of each code view, then over the code views.
 
+    A queue (SwAV's for small batches): `code_scores` may start with `Q`
+    more rows than `scores` has, `[Q + batch, V_c, K]`, the scores of
+    earlier samples' embeddings against the current prototypes, identical
+    on every replica. They join Sinkhorn-Knopp's sums over samples once (on
+    the first replica only, across replicas) and get no term; the codes of
+    the batch's rows are then those over the queue and the global batch.
+
     Across replicas: the codes are those of the global batch (each
     Sinkhorn-Knopp iteration sums its columns over every replica: one
     all-reduce per iteration for all code views together), each replica
@@ -154,8 +161,8 @@ class SwAVLoss(GlobalBatchLoss):
     Raises:
         ValueError: If `temperature` or `epsilon` is not a positive number
             or `sinkhorn_iterations` not a positive integer; for an unknown
-            reduction; on inputs that are not `[batch, V_c, K]` and
-            `[batch, V, K]` tensors with the same batch and `K`,
+            reduction; on inputs that are not `[Q + batch, V_c, K]` and
+            `[batch, V, K]` tensors (`Q >= 0`) with the same `K`,
             `V_c >= 1` and `V >= max(V_c, 2)`, or when `sample_weight` is
             given.
 
@@ -193,8 +200,15 @@ class SwAVLoss(GlobalBatchLoss):
     def call(self, code_scores: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
         """Returns the `[n]` terms of this replica's samples, each the mean over its pairs."""
         dtype = computation_dtype(scores.dtype)
+        queued = tf.shape(code_scores)[0] - tf.shape(scores)[0]
+        ctx = sync_replica_context()
+        if ctx is not None:
+            # The queue is every replica's: its rows count once in the sums over samples.
+            first = tf.equal(ctx.replica_id_in_sync_group, 0)
+            code_scores = code_scores[tf.where(first, 0, queued) :]
+            queued = tf.where(first, queued, 0)
         codes = sinkhorn_knopp(code_scores, self.epsilon, self.sinkhorn_iterations)
-        codes = tf.cast(codes, dtype)
+        codes = tf.cast(codes[queued:], dtype)
         log_predictions = tf.nn.log_softmax(tf.cast(scores, dtype) / self.temperature)
         # cross[i, v, w]: code view v's cross entropy with the prediction of view w.
         cross = -tf.einsum("ivk,iwk->ivw", codes, log_predictions)
@@ -211,8 +225,8 @@ class SwAVLoss(GlobalBatchLoss):
         loss is computed.
 
         Raises:
-            ValueError: Unless `y_true` is `[batch, V_c, K]` and `y_pred`
-                `[batch, V, K]` with the same batch and `K`, `V_c >= 1`
+            ValueError: Unless `y_true` is `[Q + batch, V_c, K]` (`Q >= 0`)
+                and `y_pred` `[batch, V, K]` with the same `K`, `V_c >= 1`
                 and `V >= max(V_c, 2)`.
         """
         code_scores = keras.ops.convert_to_tensor(y_true, dtype=self.dtype)
@@ -228,11 +242,16 @@ class SwAVLoss(GlobalBatchLoss):
                 f"{name} expects rank-3 inputs [batch, views, prototypes]. {received} {usage}"
             )
         (batch_c, views_c, k_c), (batch, views, k) = code_scores.shape, scores.shape
-        for what, a, b in (("batch size", batch_c, batch), ("number K of prototypes", k_c, k)):
-            if a is not None and b is not None and a != b:
-                raise ValueError(
-                    f"{name}: code_scores and scores must have the same {what}. {received} {usage}"
-                )
+        if batch_c is not None and batch is not None and batch_c < batch:
+            raise ValueError(
+                f"{name}: code_scores must have as many rows as scores, or more (a queue's "
+                f"rows first). {received} {usage}"
+            )
+        if k_c is not None and k is not None and k_c != k:
+            raise ValueError(
+                f"{name}: code_scores and scores must have the same number K of prototypes. "
+                f"{received} {usage}"
+            )
         if views_c is not None and views_c < 1:
             raise ValueError(f"{name} needs at least one code view. {received} {usage}")
         if views is not None and views < max(views_c or 1, 2):
@@ -245,9 +264,12 @@ class SwAVLoss(GlobalBatchLoss):
         shape_c, shape = tf.shape(code_scores), tf.shape(scores)
         checks = [
             tf.debugging.assert_equal(
-                tf.gather(shape_c, [0, 2]),
-                tf.gather(shape, [0, 2]),
-                message=f"{name}: code_scores and scores must have the same batch size and K.",
+                shape_c[2], shape[2], message=f"{name}: code_scores and scores must have one K."
+            ),
+            tf.debugging.assert_greater_equal(
+                shape_c[0],
+                shape[0],
+                message=f"{name}: code_scores must have as many rows as scores, or more.",
             ),
             tf.debugging.assert_greater_equal(
                 shape[1],

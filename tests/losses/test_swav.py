@@ -283,7 +283,7 @@ def test_rejects_bad_hyperparameters():
     [
         ((4, K), (4, 2, K), "expects rank-3 inputs"),
         ((4, 2, K), (4, 2 * K), "expects rank-3 inputs"),
-        ((4, 2, K), (5, 4, K), "same batch size"),
+        ((4, 2, K), (5, 4, K), "as many rows as scores, or more"),
         ((4, 2, K), (4, 4, K + 1), "same number K of prototypes"),
         ((4, 3, K), (4, 2, K), "at least as many views as code views"),
         ((4, 1, K), (4, 1, K), "and at least 2"),
@@ -306,5 +306,27 @@ def test_checks_shapes_a_trace_leaves_unknown_at_run_time():
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match="V >= max"):
         traced(scores[:, :2], scores[:, :1])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size and K"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have one K"):
         traced(scores[:, :2], scores[:, :, :4])
+
+
+def test_queue_rows_join_the_codes_once_and_get_no_terms():
+    # SwAV's queue: earlier rows' scores first in code_scores, in the column sums only.
+    scores, queue = _scores(4, 3, seed=7), _scores(6, 2, seed=8)
+    code_scores = np.concatenate([queue, scores[:, :2]])
+    loss = SwAVLoss(temperature=0.5, reduction="none", dtype="float64")
+    terms = loss(code_scores, scores).numpy()
+
+    codes = [reference_sinkhorn(code_scores[:, v], 0.05, 3)[len(queue) :] for v in range(2)]
+    expected = []
+    for i in range(len(scores)):
+        total = 0.0
+        for v in range(2):
+            for w in range(3):
+                if w != v:
+                    logits = [scores[i, w, k] / 0.5 for k in range(K)]
+                    normaliser = _logsumexp(logits)
+                    total -= sum(codes[v][i, k] * (logits[k] - normaliser) for k in range(K))
+        expected.append(total / 4)
+    np.testing.assert_allclose(terms, expected, rtol=1e-12)
+    assert not np.allclose(terms, loss(scores[:, :2], scores).numpy())
