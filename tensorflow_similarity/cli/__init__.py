@@ -12,7 +12,7 @@ there is no GPU, all visible GPUs when there are). Run `tfsim COMMAND --help`
 for every option.
 
 * `pretrain` (`--algorithm` `simsiam`, `simclr`, `barlow`, `vicreg`, `byol`,
-  `mocov3`, `dino` or any method registered before the command line is
+  `mocov3`, `dino`, `mocov2`, `swav` or any method registered before the command line is
   parsed, each with the views and options its class declares: see
   `models.algorithms`; the default is simclr on glyphs, simsiam elsewhere):
   trains a `ContrastiveModel` on unlabelled views and reports the kNN

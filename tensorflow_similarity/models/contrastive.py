@@ -133,9 +133,9 @@ class ContrastiveModel(ContrastiveStepMixin, MomentumTeacherMixin, BackboneIndex
         predictor: Keras model mapping projections to predictions (SimSiam), or
             `None`. Defaults to `None`.
         algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
-            `"mocov3"`, `"dino"` or another name registered with
-            `models.algorithms.register_algorithm`; picks the forward pass and
-            the default loss. Defaults to `"simsiam"`.
+            `"mocov3"`, `"dino"`, `"mocov2"`, `"swav"` or another name
+            registered with `models.algorithms.register_algorithm`; picks the
+            forward pass and the default loss. Defaults to `"simsiam"`.
         sync_bn: `None`, `False`, `True` or a `SyncBatchNormPlugin`: synchronise
             the batch norm of all three sub-models (converted copies are used;
             the models passed in are untouched). `True` or a plugin is

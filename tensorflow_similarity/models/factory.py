@@ -57,8 +57,8 @@ def create_contrastive_model(
         backbone: Keras model with a 2-D output `[batch, features]` (use a
             builder's `include_top=False` with a pooling).
         algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
-            `"mocov3"`, `"dino"` or another registered algorithm's name (see
-            `models.algorithms`).
+            `"mocov3"`, `"dino"`, `"mocov2"`, `"swav"` or another registered
+            algorithm's name (see `models.algorithms`).
         projector_hidden_dim: Projector hidden width; `None`: see
             `projector_width`.
         projector_output_dim: Projector output width; `None`: see

@@ -51,17 +51,20 @@ def projector_widths(
     | byol      | 1024-256: 0.79 M + 2.11 M | 4096-256: 3.16 M + 2.11 M | 9.45 M + 2.11 M |
     | mocov3    | 1024-256: 1.84 M + 2.11 M | 4096-256: 19.96 M + 2.11 M | 26.25 M + 2.11 M |
     | dino      | 512-16384: 4.85 M | 2048-65536: 22.55 M | 25.69 M |
+    | mocov2    | 512-128: 0.33 M | 2048-128: 1.31 M | 4.46 M |
+    | swav      | 512-750: 0.43 M | 2048-3000: 1.70 M | 4.85 M |
 
-    (hidden-output widths; three layers each, BYOL's two; DINO's output is its
-    prototypes, after a 256-d bottleneck). The teacher of BYOL, MoCo v3 and
-    DINO holds a second projector. tensorflow-similarity 0.17 used 512-512
+    (hidden-output widths; three layers each, BYOL's, MoCo v2's and SwAV's
+    two; DINO's and SwAV's outputs are their prototypes, after a 256-d and a
+    128-d bottleneck). A method with a momentum teacher holds a second
+    projector. tensorflow-similarity 0.17 used 512-512
     (0.53 M) for every algorithm, and a 0.53 M predictor.
 
     Args:
         input_dim: Width of the backbone's representation.
         algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
-            `"mocov3"`, `"dino"` or another registered algorithm's name (see
-            `models.algorithms`).
+            `"mocov3"`, `"dino"`, `"mocov2"`, `"swav"` or another registered
+            algorithm's name (see `models.algorithms`).
         projector_width: `"scaled"` (default) or `"paper"`.
 
     Returns:
@@ -91,9 +94,9 @@ def build_projector(
     Args:
         input_dim: Width of the backbone's representation.
         algorithm: `"simsiam"`, `"simclr"`, `"barlow"`, `"vicreg"`, `"byol"`,
-            `"mocov3"`, `"dino"` or another registered algorithm's name; picks
-            the paper's depth, widths and output batch norm. Defaults to
-            `"simsiam"`.
+            `"mocov3"`, `"dino"`, `"mocov2"`, `"swav"` or another registered
+            algorithm's name; picks the paper's depth, widths and output
+            batch norm. Defaults to `"simsiam"`.
         hidden_layers: Number of hidden layers; `None` keeps the paper's (2).
         hidden_dim: Hidden width; `None`: see `projector_width`.
         output_dim: Output width; `None`: see `projector_width`.

@@ -165,7 +165,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     (tmp_path / "broken" / "dogs" / "bad.png").write_bytes(b"not an image at all")
     (tmp_path / "a_file").write_text("x")
     return {
-        "algorithm": (["--algorithm", "swav"], "invalid choice: 'swav'"),
+        "algorithm": (["--algorithm", "nnclr"], "invalid choice: 'nnclr'"),
         "backbone": (["--backbone", "vgg"], "invalid choice: 'vgg'"),
         "missing folder": (["--data", str(tmp_path / "nowhere")], "does not exist"),
         "empty folder": (["--data", str(tmp_path / "empty")], "holds no images"),

@@ -139,7 +139,7 @@ def test_an_installed_packages_method_is_offered_and_a_broken_one_named(entry_po
     _unregister(NAME)
     entry_points += [
         importlib.metadata.EntryPoint(NAME, f"{MODULE}:TinySimCLR", ENTRY_POINT_GROUP),
-        importlib.metadata.EntryPoint("swav", "tests.cli.no_such_module:SwAV", ENTRY_POINT_GROUP),
+        importlib.metadata.EntryPoint("nnclr", "tests.cli.no_such_module:NNCLR", ENTRY_POINT_GROUP),
         importlib.metadata.EntryPoint("numpy", "numpy:ndarray", ENTRY_POINT_GROUP),
         importlib.metadata.EntryPoint("elsewhere", "x:y", "another.group"),
     ]
@@ -147,14 +147,14 @@ def test_an_installed_packages_method_is_offered_and_a_broken_one_named(entry_po
         parser = build_parser()
     messages = [str(w.message) for w in warned]
     assert len(messages) == 2
-    assert "entry point 'swav' (tests.cli.no_such_module:SwAV)" in messages[0]
+    assert "entry point 'nnclr' (tests.cli.no_such_module:NNCLR)" in messages[0]
     assert "ModuleNotFoundError" in messages[0]
     assert "entry point 'numpy' (numpy:ndarray)" in messages[1]
     assert "not a ContrastiveAlgorithm subclass" in messages[1]
     assert parser.parse_args(["pretrain", "--algorithm", NAME]).algorithm == NAME
     assert type(get_algorithm(NAME)).__name__ == "TinySimCLR"
     with pytest.raises(SystemExit):
-        parser.parse_args(["pretrain", "--algorithm", "swav"])
+        parser.parse_args(["pretrain", "--algorithm", "nnclr"])
     # Loaded once a process: building the parser again warns no more.
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")

@@ -44,10 +44,10 @@ def toy():
 
 
 def test_the_built_in_methods_are_registered_in_order():
-    assert algorithm_names()[:7] == (*ALGORITHMS, "byol", "mocov3", "dino")
+    assert algorithm_names()[:9] == (*ALGORITHMS, "byol", "mocov3", "dino", "mocov2", "swav")
     assert get_algorithm("SimCLR") is get_algorithm("simclr")
-    with pytest.raises(ValueError, match="Unknown algorithm 'swav'. Use one of simsiam, simclr"):
-        get_algorithm("swav")
+    with pytest.raises(ValueError, match="Unknown algorithm 'nnclr'. Use one of simsiam, simclr"):
+        get_algorithm("nnclr")
 
 
 # The teachers' papers: projector (hidden layers, hidden, output, output batch norm), the

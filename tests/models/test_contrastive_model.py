@@ -246,7 +246,7 @@ def test_invalid_arguments():
     backbone = tiny_backbone()
     projector = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
     with pytest.raises(ValueError, match="Unknown algorithm"):
-        ContrastiveModel(backbone, projector, algorithm="swav")
+        ContrastiveModel(backbone, projector, algorithm="nnclr")
     with pytest.raises(ValueError, match="SimSiam needs a predictor"):
         ContrastiveModel(backbone, projector, algorithm="simsiam")
     with pytest.raises(TypeError, match="sync_bn must be"):

@@ -26,6 +26,8 @@ from tensorflow_similarity.models.algorithms.vicreg import VICReg
 from tensorflow_similarity.models.algorithms.byol import BYOL
 from tensorflow_similarity.models.algorithms.mocov3 import MoCoV3
 from tensorflow_similarity.models.algorithms.dino import DINO
+from tensorflow_similarity.models.algorithms.mocov2 import MoCoV2
+from tensorflow_similarity.models.algorithms.swav import SwAV
 
 # isort: on
 
@@ -38,9 +40,11 @@ __all__ = [
     "ContrastiveAlgorithm",
     "Forward",
     "MethodContext",
+    "MoCoV2",
     "MoCoV3",
     "SimCLR",
     "SimSiam",
+    "SwAV",
     "VICReg",
     "algorithm_names",
     "get_algorithm",
