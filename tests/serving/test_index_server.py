@@ -254,3 +254,20 @@ def test_search_options_reach_indexer_load(exported, monkeypatch):
     monkeypatch.setattr(Indexer, "load", classmethod(spy))
     IndexServer(export.path, search_options={"token": "user:password"})
     assert seen[-1]["search_options"] == {"token": "user:password"}
+
+
+def test_neighbours_an_approximate_search_did_not_find_are_padded(tmp_path):
+    # One list of four probed: fewer than k=30 of the 40 items are found for each query.
+    search = FaissOnDiskSearch("cosine", dim=4, nlist=4, nprobe=1, train_size=8)
+    model = _model(search)
+    export = export_model(model, tmp_path / "served", k=30, index_location="external", verbose=0)
+    x, _ = _data()
+    found = IndexServer(export.path).lookup(x[:3])
+    for row, lookups in enumerate(model.lookup(x[:3], k=30, verbose=0)):
+        count = len(lookups)
+        assert 0 < count < 30
+        assert found["ids"].numpy()[row, :count].tolist() == [n.id for n in lookups]
+        assert found["ids"].numpy()[row, count:].tolist() == [-1] * (30 - count)
+        assert np.isinf(found["distances"].numpy()[row, count:]).all()
+        assert found["labels"].numpy()[row, count:].tolist() == [-1] * (30 - count)
+        assert found["label_names"].numpy()[row, count:].tolist() == [b""] * (30 - count)
