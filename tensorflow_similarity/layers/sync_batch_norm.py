@@ -104,13 +104,13 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             so it costs no collective: the error stays under about 1e-12
             while the batch mean moves by less than 100 standard deviations
             from one step to the next, and within float32 rounding (1e-8)
-            while it moves by less than about 1e4 of them. The
-            first training step after creation or after loading, and a
-            channel whose previous mean is
-            NaN or infinite, are centred on the moving mean instead, whose
-            distance to the batch is what counts then; and on 0 in a
-            channel whose moving mean is NaN or infinite too, so that such
-            a moving mean never reaches the outputs.
+            while it moves by less than about 1e4 of them. The first
+            training step after creation or after loading weights, and a
+            channel whose previous mean is NaN or infinite, are centred on
+            the moving mean instead, whose distance to the batch is what
+            counts then; and on 0 in a channel whose moving mean is NaN or
+            infinite too, so that such a moving mean never reaches the
+            outputs.
         **kwargs: Base layer keyword arguments (`name`, `dtype`, `trainable`).
             `synchronized` is accepted for compatibility with Keras configs and
             has no effect: the layer's `synchronized` attribute is always
@@ -237,17 +237,27 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         # and `.weights.h5` files stay those of `keras.layers.BatchNormalization`, so
         # old files load and the batch-norm conversions copy weights one to one) and of
         # TensorFlow's (checkpoints keep their layout: an earlier one restores under
-        # `assert_existing_objects_matched`). Created here, inside the caller's strategy
-        # scope as the moving statistics are, it is mirrored like them, and every
-        # replica assigns it the same value.
+        # `assert_existing_objects_matched`; only a distributed training step reads
+        # it, and such a step is never exported). Created here, inside the caller's
+        # strategy scope as the moving statistics are, it is mirrored like them; with
+        # no aggregation each replica writes its own copy, the same value on all.
         self._step_reference = _Untracked(
             tf.Variable(
-                tf.fill(self.moving_mean.shape, tf.constant(float("nan"), self.moving_mean.dtype)),
+                self._no_reference(),
                 trainable=False,
                 name="previous_batch_mean",
                 aggregation=tf.VariableAggregation.NONE,
             )
         )
+
+    def load_own_variables(self, store) -> None:
+        super().load_own_variables(store)
+        # The last step's mean belongs to the weights being replaced.
+        self._step_reference.variable.assign(self._no_reference())
+
+    def _no_reference(self) -> tf.Tensor:
+        # NaN: the next training step is centred on the moving mean.
+        return tf.fill(self.moving_mean.shape, tf.constant(float("nan"), self.moving_mean.dtype))
 
     def call(self, inputs, training=None, mask=None):
         ctx = collectives.sync_replica_context()

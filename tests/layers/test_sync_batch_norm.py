@@ -930,9 +930,9 @@ def test_weights_are_those_of_keras_batch_norm_after_training(tmp_path):
 def test_keras_file_round_trip_then_training_starts_from_the_moving_mean(tmp_path, saved):
     """A loaded layer has the saved weights and trains as a new layer holding them would.
 
-    The previous step's mean is not saved: after loading, the first step is
-    centred on the moving mean. A file saved before the layer kept that mean
-    loads unchanged.
+    The previous step's mean is not saved: after loading (a model, or weights
+    into a trained layer), the first step is centred on the moving mean. A file
+    saved before the layer kept that mean loads unchanged.
     """
     rng = np.random.default_rng(24)
     strategy = mirrored_strategy(2)
@@ -953,6 +953,7 @@ def test_keras_file_round_trip_then_training_starts_from_the_moving_mean(tmp_pat
         np.array(v, "float32")
         for v in ([1.5, 0.5, 2.0], [0.25, -1.0, 3.0], [1e8, -2.0, 0.5], [4.0, 0.25, 9.0])
     ]
+    models = []
     if saved == "now":
         with strategy.scope():
             model = model_with_layer()
@@ -960,15 +961,24 @@ def test_keras_file_round_trip_then_training_starts_from_the_moving_mean(tmp_pat
         path = tmp_path / "model.keras"
         model.save(path)
         expected = model.get_weights()
+        # Weights loaded into the trained layer itself replace its last step's mean too.
+        train_step(model, x - 1e7)
+        model.save_weights(tmp_path / "other.weights.h5")
+        model.load_weights(tmp_path / "other.weights.h5")
+        model.set_weights(expected)
+        models.append(model)
     with strategy.scope():
         loaded = keras.saving.load_model(path)
         fresh = model_with_layer()
     fresh.set_weights(expected)
+    models.insert(0, loaded)
     assert [w.name for w in loaded.weights] == BATCH_NORM_WEIGHTS
     for got, want in zip(loaded.get_weights(), expected, strict=True):
         np.testing.assert_array_equal(got, want)
     for _ in range(2):
-        outputs = [train_step(m, x + 1.0).concatenated() for m in (loaded, fresh)]
-        np.testing.assert_array_equal(outputs[0], outputs[1])
-    for got, want in zip(loaded.get_weights(), fresh.get_weights(), strict=True):
-        np.testing.assert_array_equal(got, want)
+        want = train_step(fresh, x + 1.0).concatenated()
+        for model in models:
+            np.testing.assert_array_equal(train_step(model, x + 1.0).concatenated(), want)
+    for model in models:
+        for got, want in zip(model.get_weights(), fresh.get_weights(), strict=True):
+            np.testing.assert_array_equal(got, want)
