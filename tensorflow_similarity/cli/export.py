@@ -17,6 +17,7 @@ wrote (see `serving.destination`).
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -157,18 +158,23 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise UsageError(str(error).replace("safe_mode=False", "--no-safe-mode")) from None
     try:
-        result = export_model(
-            model,
-            out,
-            k,
-            include_index=args.index,
-            uint8_input=args.uint8,
-            class_names=recorded.get("class_names"),
-            overwrite=args.overwrite,
-            tflite=args.tflite,
-            verbose=0,
-            index_location=args.index_location,
-        )
+        with warnings.catch_warnings():
+            # The command says it in its own words below, not as a Python warning.
+            warnings.filterwarnings(
+                "ignore", message="export_model: the index .* over max_index_bytes"
+            )
+            result = export_model(
+                model,
+                out,
+                k,
+                include_index=args.index,
+                uint8_input=args.uint8,
+                class_names=recorded.get("class_names"),
+                overwrite=args.overwrite,
+                tflite=args.tflite,
+                verbose=0,
+                index_location=args.index_location,
+            )
     except FileExistsError as error:  # OUT written meanwhile, by another export
         raise _destination_error(error) from None
     except ValueError as error:
@@ -178,6 +184,12 @@ def run(args: argparse.Namespace) -> int:
             "--index-location external",
         )
         raise UsageError(message) from None
+    if result.index_location == "external" and args.index_location == "auto":
+        print(
+            f"tfsim: the index ({result.index_size} images) is over the 1 GiB a lookup "
+            "signature holds, so it is saved beside the SavedModel (--index-location graph "
+            "refuses it instead)."
+        )
     if result.index_location == "external":
         print(
             f"tfsim: wrote {out}: signature embed and, beside it, the index in "

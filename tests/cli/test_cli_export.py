@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import keras
@@ -11,11 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow_similarity.cli import export as cli_export
 from tensorflow_similarity.cli import main, run_folder
 from tensorflow_similarity.datasets import load_data
 from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.models import ContrastiveModel
-from tensorflow_similarity.serving import IndexServer
+from tensorflow_similarity.serving import IndexServer, export_model
 from tests.serving.glyphs_export import glyphs_model
 
 SIZE = 8
@@ -93,6 +95,27 @@ def test_index_location_external_is_served_by_index_server(runs, tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["export", str(runs["supervised"]), str(tmp_path / "x"), "--index-location", "disk"])
     assert "invalid choice: 'disk'" in capsys.readouterr().err
+
+
+def test_an_index_over_the_limit_goes_beside_unless_graph_is_asked(
+    runs, tmp_path, capsys, monkeypatch
+):
+    def one_byte_limit(*args, **kwargs):
+        return export_model(*args, max_index_bytes=1, **kwargs)
+
+    monkeypatch.setattr(cli_export, "export_model", one_byte_limit)
+    out = tmp_path / "served"
+    assert main(["export", str(runs["supervised"]), str(out), "--index-location", "graph"]) == 2
+    error = capsys.readouterr().err
+    assert "over the limit" in error and "(--index-location external)" not in error
+    assert "Export it with --index-location external" in error and not out.exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said by the command, not as a Python warning
+        assert main(["export", str(runs["supervised"]), str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "is over the 1 GiB a lookup signature holds, so it is saved beside" in printed
+    assert set(tf.saved_model.load(str(out)).signatures) == {"embed"}
+    assert IndexServer(out).lookup(runs["data"].x_test[:2])["ids"].shape == (2, 5)
 
 
 def test_export_of_a_pretrain_run_writes_embed_only_and_says_why(runs, tmp_path, capsys):
