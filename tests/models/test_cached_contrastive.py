@@ -165,40 +165,86 @@ def test_fit_steps_equal_one_pass_on_two_replicas_with_accumulation():
     assert not np.allclose(expected_weights[0], build("mocov3").weights[0].numpy())
 
 
-def test_batch_norm_normalises_each_chunk_of_both_views_and_updates_once_per_chunk():
-    model = build("simclr", chunk_size=CHUNK, middle=keras.layers.BatchNormalization(momentum=0.5))
+def batch_norm_reference(model, groups):
+    """Per-chunk batch norm written out: the loss, its gradients and the moving statistics.
+
+    `groups` lists the batch rows of each chunk, in order. SimCLR runs both
+    views as one batch, so a chunk's statistics are over its rows of both.
+    """
     dense1, bn = (layer for layer in model.backbone.layers if layer.weights)
     dense2, dense3 = (layer for layer in model.projector.layers if layer.weights)
-    loss = SimCLRLoss()
-    # SimCLR runs both views as one batch: chunk i is view 1's rows i*8..i*8+7, then view 2's.
+    order = np.argsort(np.concatenate(groups))
+    means, variances = [], []
     with tf.GradientTape() as tape:
         h = [
             tf.tanh(tf.constant(v) @ dense1.kernel + dense1.bias)
             for v in (VIEW1[:BATCH], VIEW2[:BATCH])
         ]
-        normal, means, variances = [[], []], [], []
-        for start in range(0, BATCH, CHUNK):
-            part = tf.concat([h[0][start : start + CHUNK], h[1][start : start + CHUNK]], 0)
+        normal = [[], []]
+        for rows in groups:
+            part = tf.concat([tf.gather(h[0], rows), tf.gather(h[1], rows)], 0)
             mean = tf.reduce_mean(part, 0)
             variance = tf.reduce_mean((part - mean) ** 2, 0)
             out = (part - mean) / tf.sqrt(variance + bn.epsilon) * bn.gamma + bn.beta
-            normal[0].append(out[:CHUNK])
-            normal[1].append(out[CHUNK:])
+            normal[0].append(out[: len(rows)])
+            normal[1].append(out[len(rows) :])
             means.append(mean.numpy())
             variances.append(variance.numpy())
         z = [
-            tf.tanh(tf.concat(n, 0) @ dense2.kernel + dense2.bias) @ dense3.kernel + dense3.bias
+            tf.tanh(tf.gather(tf.concat(n, 0), order) @ dense2.kernel + dense2.bias) @ dense3.kernel
+            + dense3.bias
             for n in normal
         ]
-        value = tf.cast(loss(z[0], z[1]), "float32")  # As the step reports it.
-    expected = (value, tape.gradient(value, model.trainable_variables))
+        value = tf.cast(SimCLRLoss()(z[0], z[1]), "float32")  # As the step reports it.
+    grads = tape.gradient(value, model.trainable_variables)
     moving_mean, moving_variance = bn.moving_mean.numpy(), bn.moving_variance.numpy()
     for mean, variance in zip(means, variances, strict=True):  # Once per chunk, in order.
         moving_mean = 0.5 * moving_mean + 0.5 * mean
         moving_variance = 0.5 * moving_variance + 0.5 * variance
+    return (value, grads), (moving_mean, moving_variance)
+
+
+def test_batch_norm_normalises_each_chunk_of_both_views_and_updates_once_per_chunk():
+    model = build("simclr", chunk_size=CHUNK, middle=keras.layers.BatchNormalization(momentum=0.5))
+    groups = [list(range(start, start + CHUNK)) for start in range(0, BATCH, CHUNK)]
+    expected, moving = batch_norm_reference(model, groups)
     assert_same(tf.function(gradients)(model, VIEW1[:BATCH], VIEW2[:BATCH]), expected)
-    np.testing.assert_allclose(bn.moving_mean.numpy(), moving_mean, **TOL)
-    np.testing.assert_allclose(bn.moving_variance.numpy(), moving_variance, **TOL)
+    bn = model.backbone.layers[-1]
+    for got, want in zip((bn.moving_mean, bn.moving_variance), moving, strict=True):
+        np.testing.assert_allclose(got.numpy(), want, **TOL)
+
+
+def test_sync_batch_norm_normalises_the_replicas_chunks_together():
+    reference = build("simclr", middle=keras.layers.BatchNormalization(momentum=0.5))
+    half = BATCH // 2
+    # Chunk i of the step is replica 0's chunk i with replica 1's chunk i.
+    groups = [
+        [*range(i, i + CHUNK), *range(half + i, half + i + CHUNK)] for i in range(0, half, CHUNK)
+    ]
+    expected, moving = batch_norm_reference(reference, groups)
+    strategy = mirrored_strategy(2)
+    with strategy.scope():
+        model = build(
+            "simclr",
+            chunk_size=CHUNK,
+            middle=keras.layers.BatchNormalization(momentum=0.5),
+            sync_bn=True,
+        )
+    model.set_weights(reference.get_weights())
+    bn = model.backbone.layers[-1]
+    assert type(bn).__name__ == "SyncBatchNormalization"
+
+    def step(v1, v2):
+        share, grads = gradients(model, v1, v2)
+        return share, grads, (tf.identity(bn.moving_mean), tf.identity(bn.moving_variance))
+
+    run = run_on_replicas(
+        step, (VIEW1[:BATCH], VIEW2[:BATCH]), sizes=[half, half], strategy=strategy
+    )
+    assert_same(run.summed(lambda r: r[:2]), expected)
+    for result in run.results:  # Every replica's moving statistics, once per chunk.
+        for got, want in zip(result[2], moving, strict=True):
+            np.testing.assert_allclose(got, want, **TOL)
 
 
 def test_dropout_draws_the_same_values_in_both_passes():
