@@ -27,11 +27,18 @@ if TYPE_CHECKING:
 
 
 class ItemTable(RowIds):
-    """Per row of an index's store, its item's id and whether it is alive; the next id."""
+    """Per row of an index's store, its item's id and whether it is alive; the next id.
+
+    Rows added by `assign` only (and kept by `compact`) have increasing
+    ids, which `rows_of` finds by a binary search of the ids in place;
+    once an upsert appends an older id, it sorts the alive ids, a copy of
+    the table per call, as `RowIds` does.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.next_id = 0
+        self._increasing = True
 
     def assign(self, count: int) -> np.ndarray:
         """Appends `count` rows under new ids, returned."""
@@ -41,13 +48,35 @@ class ItemTable(RowIds):
 
     def append(self, ids: np.ndarray) -> None:
         """Appends rows under the given ids (distinct, none alive)."""
+        if len(ids):
+            last = self.ids()[-1] if len(self) else -1
+            self._increasing = self._increasing and _increasing(ids) and ids[0] > last
         self.extend(ids)
         if len(ids):
             self.next_id = max(self.next_id, int(ids.max()) + 1)
 
+    def rows_of(self, ids: np.ndarray) -> np.ndarray:
+        if not self._increasing:
+            return super().rows_of(ids)
+        ids = np.asarray(ids, np.int64)
+        all_ids, alive = self.ids(), self.alive()
+        if not len(all_ids):
+            return np.full(len(ids), -1, np.int64)
+        found = np.minimum(np.searchsorted(all_ids, ids), len(all_ids) - 1)
+        return np.where((all_ids[found] == ids) & alive[found], found, -1).astype(np.int64)
+
+    def replace(self, ids: np.ndarray, alive: np.ndarray) -> None:
+        super().replace(ids, alive)
+        self._increasing = _increasing(self.ids())
+
     def clear(self) -> None:
         super().clear()
         self.next_id = 0
+        self._increasing = True
+
+
+def _increasing(ids: np.ndarray) -> bool:
+    return bool(np.all(ids[1:] > ids[:-1]))
 
 
 def check_item_ids(ids: Any, what: str, *, count: int | None = None) -> np.ndarray:
