@@ -27,6 +27,7 @@ from tensorflow_similarity.cli.options import (
     check_numbers,
     check_output,
     job_of,
+    resolve_batch_norm_mode,
     resolve_defaults,
     resumed_options,
 )
@@ -158,6 +159,7 @@ def _run(
     if args.resume:
         args = resumed_options(args, explicit, output)
     args = resolve_defaults(args, explicit)
+    resolve_batch_norm_mode(args, explicit)
     check_numbers(args)
     try:
         files = check_data_spec(args.data)

@@ -39,6 +39,7 @@ from tensorflow_similarity.cli.metric_options import (
 )
 from tensorflow_similarity.cli.run_folder import check_resumable
 from tensorflow_similarity.datasets import EMBEDDED_SOURCES
+from tensorflow_similarity.models.algorithms import algorithm_names, get_algorithm
 
 # Options that define the run: `--resume` takes them from run.json, and giving a different
 # value is an error (the backup would not fit the model or the schedule).
@@ -47,6 +48,7 @@ RUN_OPTIONS = (
     "backbone",
     "width",
     "sync_bn",
+    "bn",
     "sync_group_size",
     "replicas",
     "strategy",
@@ -66,7 +68,7 @@ RUN_OPTIONS = (
     "augment",
 )
 # The options of self-supervised runs only (`metric_options.SUPERVISED_ONLY`: of supervised ones).
-SELF_SUPERVISED_ONLY = ("projector_dim",)
+SELF_SUPERVISED_ONLY = ("projector_dim", "bn")
 # The command that runs each job, which a resume of the other command names.
 _COMMAND_OF_JOB = {job: command for command, job in COMMAND_JOBS.items()}
 
@@ -142,6 +144,37 @@ def resolve_defaults(args: argparse.Namespace, explicit: dict[str, Any]) -> argp
     # The other job's options stay out of run.json.
     resolved.update({key: None for key in foreign})
     return argparse.Namespace(**resolved)
+
+
+def resolve_batch_norm_mode(args: argparse.Namespace, explicit: dict[str, Any]) -> None:
+    """Sets `args.bn` and `args.sync_bn` to one batch-norm mode (self-supervised runs).
+
+    `--bn sync` is `--sync-bn`, `--bn per_replica` and `--bn shuffle` are
+    `--no-sync-bn`; without `--bn` the mode follows `--sync-bn`.
+
+    Raises:
+        UsageError: If `--bn` contradicts an explicit `--sync-bn`/`--no-sync-bn`,
+            or is `shuffle` for a method without a key encoder.
+    """
+    if getattr(args, "bn", None) is None:
+        if job_of(args) == "ssl":
+            args.bn = "sync" if args.sync_bn else "per_replica"
+        return
+    wants_sync = args.bn == "sync"
+    if "sync_bn" in explicit and bool(explicit["sync_bn"]) != wants_sync:
+        given = "--sync-bn" if explicit["sync_bn"] else "--no-sync-bn"
+        raise UsageError(
+            f"--bn {args.bn} contradicts {given}: --bn sync is --sync-bn, --bn per_replica and "
+            "--bn shuffle are --no-sync-bn. Drop one of the two."
+        )
+    method = get_algorithm(args.algorithm)
+    if args.bn == "shuffle" and not method.has_key_encoder:
+        able = ", ".join(n for n in algorithm_names() if get_algorithm(n).has_key_encoder)
+        raise UsageError(
+            f"--bn shuffle permutes a key encoder's batch across replicas, and --algorithm "
+            f"{args.algorithm} has none. Use --bn sync or per_replica, or --algorithm {able}."
+        )
+    args.sync_bn = wants_sync
 
 
 def resumed_options(

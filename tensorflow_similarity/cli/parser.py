@@ -44,6 +44,7 @@ from tensorflow_similarity.models.algorithms import (
     get_algorithm,
     load_entry_points,
 )
+from tensorflow_similarity.models.shuffle_batch_norm import BN_MODES
 
 STRATEGIES = ("mirrored", "multi-worker", "one-device")
 OPTIMIZERS = ("sgd", "adam", "lars")
@@ -159,6 +160,19 @@ def _add_run_arguments(
         help="synchronise batch norm across replicas (global-batch statistics); "
         "--no-sync-bn normalises each replica's batch on its own",
     )
+    if "ssl" in jobs:
+        command.add_argument(
+            "--bn",
+            choices=BN_MODES,
+            default=default(None),
+            help="batch norm across replicas, the other spelling of --sync-bn: per_replica "
+            "(each replica's own statistics: --no-sync-bn), sync (the global batch's: "
+            "--sync-bn), shuffle (per-replica, with the key encoder's batch permuted across "
+            "the replicas and restored, so that a query and its key never share statistics; "
+            "methods with a key encoder: "
+            + ", ".join(n for n in algorithm_names() if get_algorithm(n).has_key_encoder)
+            + "; 2 or more replicas). Default: as --sync-bn says",
+        )
     command.add_argument(
         "--sync-group-size",
         type=int,

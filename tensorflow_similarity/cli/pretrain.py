@@ -156,6 +156,7 @@ class PretrainJob(Job):
             projector_hidden_dim=args.projector_dim,
             projector_output_dim=args.projector_dim,
             sync_bn=sync_bn,
+            bn=args.bn,
             algorithm_options=get_algorithm(args.algorithm).run_options(args.epochs),
         )
         self.model.compile(optimizer=scheduled_optimizer(args, steps_per_epoch))
@@ -318,8 +319,15 @@ def check_batch_norm_batch(args: argparse.Namespace, replicas: int) -> None:
         replicas: The replicas of the run.
 
     Raises:
-        UsageError: When batch norm would see one image, before any work.
+        UsageError: When batch norm would see one image, or `--bn shuffle`
+            runs on one replica, before any work.
     """
+    if args.bn == "shuffle" and replicas == 1:
+        raise UsageError(
+            "--bn shuffle permutes the key encoder's batch across replicas, and this run has "
+            "one: a permutation of one device's batch leaves every batch statistic as it was. "
+            "Use --replicas 2 or more, or --bn per_replica."
+        )
     per_replica = args.batch_size // replicas
     group = (args.sync_group_size or replicas) if args.sync_bn else 1
     if per_replica * group > 1:
