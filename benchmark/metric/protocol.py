@@ -156,7 +156,7 @@ def split_classes(data: ImageData, validation_classes: int) -> dict[str, tuple]:
 
 
 def build_model(seed: int, head_classes: int | None = None) -> tuple[keras.Model, keras.Model]:
-    """The one backbone: two convolutions, average pooling, a `MetricEmbedding`.
+    """The one backbone: two convolutions and poolings, flattened, a `MetricEmbedding`.
 
     Returns the model to train and the model that embeds (the same one, except
     with `head_classes`: then a `CosineClassifier` of that many class centres
@@ -168,7 +168,8 @@ def build_model(seed: int, head_classes: int | None = None) -> tuple[keras.Model
     x = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(inputs)
     x = keras.layers.MaxPooling2D()(x)
     x = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
+    # Flattened, not averaged: a glyph is its strokes' places.
+    x = keras.layers.Flatten()(keras.layers.MaxPooling2D()(x))
     embedding = MetricEmbedding(EMBEDDING_SIZE)(x)
     model = SimilarityModel(inputs, embedding)
     if head_classes is None:
@@ -334,7 +335,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
         f"Glyphs at {IMAGE_SIZE}x{IMAGE_SIZE}: trained on {sizes['train_classes']} seen classes "
         f"({sizes['train']} images), settings chosen on {sizes['validation_classes']} other "
         f"seen classes ({sizes['validation']} images), tested on the {sizes['test_classes']} "
-        f"unseen classes ({sizes['test']} images). One backbone (two convolutions, "
+        f"unseen classes ({sizes['test']} images). One backbone (two convolutions and poolings, "
         f"{EMBEDDING_SIZE}-d `MetricEmbedding`), one budget: {meta['steps']} steps of "
         f"{CLASSES_PER_BATCH} classes x {EXAMPLES_PER_CLASS} images, Adam {LEARNING_RATE:g}. "
         f"Seeds {meta['seeds']} (the first chooses the setting); mean ± sample std over seeds. "
