@@ -156,30 +156,33 @@ def leak_figures(
     Returns:
         `sim_own`, `sim_other` (mean cosine similarity of a query to the negatives
         on its own replica and on the others), `leak` (their difference) and
-        `loss_split` (the mean over queries of the InfoNCE term against the
-        `b - 1` own-replica negatives minus that against `b - 1` average
-        other-replica negatives).
+        `loss_split`: the mean over queries of the InfoNCE term
+        `log(1 + sum_j exp((s_j - s_pos) / t))` over its `b - 1` own-replica
+        negatives, minus the mean of the same term over each other replica's
+        first `b - 1` rows. Both sides sum the same number of random draws, so
+        without a leak the split is zero in expectation.
     """
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     k = keys / np.linalg.norm(keys, axis=1, keepdims=True)
     similarity = q.astype(np.float64) @ k.astype(np.float64).T
-    replica = np.arange(len(q)) // per_replica
+    n = len(q)
+    replica = np.arange(n) // per_replica
     same = replica[:, None] == replica[None, :]
-    negative = ~np.eye(len(q), dtype=bool)
-    own, other = same & negative, ~same
-    logits = similarity / temperature
-    positive = np.diag(logits)
-    own_logits = np.where(own, logits, -np.inf)
-    other_logits = np.where(other, logits, -np.inf)
-    # log(b - 1) + log-mean-exp over the other replicas: as many negatives as on one's own.
-    other_mass = (
-        np.log(per_replica - 1)
-        + np.logaddexp.reduce(other_logits, axis=1)
-        - np.log(other.sum(axis=1))
-    )
-    own_mass = np.logaddexp.reduce(own_logits, axis=1)
-    own_term = np.logaddexp(positive, own_mass) - positive
-    other_term = np.logaddexp(positive, other_mass) - positive
+    own, other = same & ~np.eye(n, dtype=bool), ~same
+    # Logits relative to the positive's: the InfoNCE term of a set J is log(1 + sum_J exp).
+    relative = (similarity - np.diag(similarity)[:, None]) / temperature
+    own_term = np.logaddexp.reduce(np.where(own, relative, -np.inf), axis=1)
+    own_term = np.logaddexp(0.0, own_term)
+    # Each other replica's first b - 1 rows: as many negatives as on one's own replica.
+    first = (np.arange(n) % per_replica) < per_replica - 1
+    groups = np.where((other & first[None, :]), relative, -np.inf)
+    group_terms = [
+        np.logaddexp(0.0, np.logaddexp.reduce(groups[:, replica == r], axis=1))
+        for r in range(n // per_replica)
+    ]
+    stacked = np.stack(group_terms, axis=1)  # [n, replicas]; own replica's column unused.
+    other_term = np.where(replica[:, None] == np.arange(n // per_replica)[None, :], np.nan, stacked)
+    other_term = np.nanmean(other_term, axis=1)
     sim_own, sim_other = float(similarity[own].mean()), float(similarity[other].mean())
     return {
         "sim_own": sim_own,
@@ -216,12 +219,22 @@ class Cell:
         model = self.model
         self.temperature = float(getattr(get_algorithm(method).default_loss(), "temperature", 0.2))
 
+        def student(views: Any) -> Any:
+            return model.projector(model.backbone(views, training=True), training=True)
+
+        # As the training step runs the student: both views as one batch where the method
+        # does (SimCLR), so that batch norm sees what it sees in training.
+        concatenated = get_algorithm(method).concat_views
+
         def encode(view1: Any, view2: Any) -> tuple:
             # The training forward pass's queries and keys (training-mode batch norm).
-            z1 = model.projector(model.backbone(view1, training=True), training=True)
             if model.teacher_backbone is None:  # SimCLR: the two views' projections.
-                z2 = model.projector(model.backbone(view2, training=True), training=True)
+                if concatenated:
+                    z1, z2 = tf.split(student(tf.concat([view1, view2], 0)), 2)
+                else:
+                    z1, z2 = student(view1), student(view2)
                 return gather_global_batch(z1, z2)
+            z1 = student(view1)
             queries = model.predictor(z1, training=True) if model.predictor is not None else z1
 
             def teacher(v: Any) -> tuple:
