@@ -18,7 +18,7 @@ import tensorflow as tf
 from tensorflow_similarity._validation import is_int
 from tensorflow_similarity.models.momentum import assign_on_every_replica
 
-__all__ = ["check_queue_size", "check_queue_fits", "enqueue", "keys_per_step"]
+__all__ = ["appended", "check_queue_fits", "check_queue_size", "enqueue", "keys_per_step"]
 
 
 def check_queue_size(queue_size: Any, owner: str) -> int:
@@ -94,14 +94,26 @@ def _multiple(queue_size: int, per_step: int) -> int:
     return max(1, round(queue_size / max(per_step, 1))) * max(per_step, 1)
 
 
-def enqueue(queue: keras.Variable, keys: tf.Tensor) -> None:
-    """Drops the queue's oldest `len(keys)` rows and appends `keys`, on every replica.
+def appended(queue: keras.Variable, rows: tf.Tensor) -> tf.Tensor:
+    """The queue's value with its oldest `len(rows)` rows dropped and `rows` appended.
 
     Args:
-        queue: The `[queue_size, dim]` state variable, oldest rows first.
-        keys: The step's `[n, dim]` keys in global batch order, identical on
+        queue: The `[queue_size, ...]` state variable, oldest rows first.
+        rows: The step's `[n, ...]` rows in global batch order, `n <= queue_size`.
+
+    Returns:
+        A tensor of the queue's shape and dtype.
+    """
+    rows = tf.cast(tf.stop_gradient(rows), queue.dtype)
+    return tf.concat([queue.value[tf.shape(rows)[0] :], rows], axis=0)
+
+
+def enqueue(queue: keras.Variable, keys: tf.Tensor) -> None:
+    """Assigns `appended(queue, keys)` to the queue on every replica.
+
+    Args:
+        queue: The `[queue_size, ...]` state variable, oldest rows first.
+        keys: The step's `[n, ...]` keys in global batch order, identical on
             every replica, `n <= queue_size`.
     """
-    keys = tf.cast(tf.stop_gradient(keys), queue.dtype)
-    rows = tf.shape(keys)[0]
-    assign_on_every_replica([queue], [tf.concat([queue.value[rows:], keys], axis=0)])
+    assign_on_every_replica([queue], [appended(queue, keys)])

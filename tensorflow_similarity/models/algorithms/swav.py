@@ -15,6 +15,7 @@ from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
 from tensorflow_similarity.models.algorithms.context import MethodContext
 from tensorflow_similarity.models.algorithms.queue import (
+    appended,
     check_queue_fits,
     keys_per_step,
 )
@@ -195,11 +196,11 @@ class SwAV(ContrastiveAlgorithm):
         if not size:
             return
         queue, rows = context.state["queue"], context.state["queue_rows"]
-        embeddings = tf.cast(statistics["embeddings"], queue.dtype)
+        embeddings = statistics["embeddings"]
         # The step just applied is optimizer step `iterations - 1` (0-based).
         started = tf.cast(context.step, tf.int64) - 1 >= context.options["queue_start_step"]
         count = tf.shape(embeddings, out_type=tf.int64)[0]
-        new_queue = tf.concat([queue.value[tf.shape(embeddings)[0] :], embeddings], axis=0)
+        new_queue = appended(queue, embeddings)
         assign_on_every_replica(
             [queue, rows],
             [
