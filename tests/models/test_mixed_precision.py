@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow_similarity.models import ContrastiveModel
 from tests.models.contrastive_fixtures import tiny_backbone, tiny_model, views
 
-ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg", "byol", "mocov3", "dino")
+ALGORITHMS = ("simsiam", "simclr", "barlow", "vicreg", "byol", "mocov3", "dino", "mocov2", "swav")
 # A scale at which these tiny heads' first gradients fit in float16, so the first step is
 # applied. Keras' default, 2**15, overflows them: it halves and skips the first steps, as
 # dynamic loss scaling does, which is no fault but leaves nothing to compare.
@@ -28,7 +28,12 @@ INITIAL_SCALE = 64.0
 CASES = [(name, "mixed_float16") for name in ALGORITHMS] + [("dino", "mixed_bfloat16")]
 # DINO clips each variable's gradient: so low a bound binds on the backbone's, and under loss
 # scaling it must be scaled with the gradients, also before the optimizer's first step.
-OPTIONS = {"dino": {"algorithm_options": {"clip_grad": 1e-3}}}
+# MoCo v2's queue holds one step of the batch of 8; SwAV's prototypes are not frozen.
+OPTIONS = {
+    "dino": {"algorithm_options": {"clip_grad": 1e-3}},
+    "mocov2": {"algorithm_options": {"queue_size": 8}},
+    "swav": {"algorithm_options": {"freeze_prototypes_steps": 0}},
+}
 
 
 def first_step(algorithm, policy, weights=None):
