@@ -378,10 +378,24 @@ def _fmt(spread: tuple[float, float, float] | None, digits: int = 4) -> str:
     return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
+def _verdict(base: tuple, other: tuple) -> str:
+    apart = base[1] > other[2] or base[2] < other[1]
+    return (
+        "outside the seed spread (the ranges do not overlap)"
+        if apart
+        else "within the seed spread (the ranges overlap)"
+    )
+
+
 def findings(report: dict[str, Any]) -> list[str]:
-    """One sentence per (method, b): does each mode's leak range overlap per-replica's?"""
+    """One line per (method, b, mode): its leak and kNN against per-replica's, and the verdict.
+
+    A difference is called outside the seed spread when the two modes' ranges
+    over seeds (min to max) do not overlap.
+    """
     runs, last = report["runs"], report["config"]["epochs"]
     leak = cell_summary(runs, "leak", last)
+    knn = cell_summary(runs, "knn_accuracy", last)
     lines = []
     for method, modes in report["methods"].items():
         for b in report["config"]["batch_sizes"]:
@@ -392,16 +406,20 @@ def findings(report: dict[str, Any]) -> list[str]:
                 other = leak.get((method, mode, b))
                 if other is None:
                     continue
-                apart = base[1] > other[2] or base[2] < other[1]
-                verdict = (
-                    "outside the seed spread (the ranges do not overlap)"
-                    if apart
-                    else "within the seed spread (the ranges overlap)"
-                )
-                lines.append(
+                line = (
                     f"- {method}, b={b}: leak {base[0]:+.4f} per-replica against "
-                    f"{other[0]:+.4f} {mode}: {verdict}."
+                    f"{other[0]:+.4f} {mode}: {_verdict(base, other)}"
                 )
+                base_knn, other_knn = (
+                    knn.get((method, "per_replica", b)),
+                    knn.get((method, mode, b)),
+                )
+                if base_knn and other_knn:
+                    line += (
+                        f"; kNN {base_knn[0]:.3f} against {other_knn[0]:.3f}: "
+                        f"{_verdict(base_knn, other_knn)}"
+                    )
+                lines.append(line + ".")
     return lines
 
 
@@ -451,6 +469,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         markdown_table(["method", "bn", "b", *(str(e) for e in range(last + 1))], epoch_rows) + "\n"
     )
     parts.append("## What was and was not seen\n")
+    parts.append(
+        "A negative leak means a query's own-replica negatives are *less* similar to it than "
+        "the other replicas' (easier to reject: a negative loss split), a positive one that "
+        "they are more similar; either way the replica's batch statistics, not the images, "
+        "set them apart. Per (method, `b`, mode), at the last epoch, against per-replica "
+        "batch norm:\n"
+    )
     parts.append("\n".join(findings(report)) + "\n")
     return "\n".join(parts)
 

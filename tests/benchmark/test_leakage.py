@@ -116,7 +116,7 @@ def test_report_gives_mean_and_range_and_judges_the_overlap():
     )
     assert "simclr, b=2: leak +0.2200 per-replica against +0.0020 sync: outside the seed" in text
     payload["runs"][3]["epochs"][2]["leak"] = 0.21  # One sync seed inside per-replica's range.
-    assert "within the seed spread" in leakage.render_markdown(payload)
+    assert "sync: within the seed spread" in leakage.render_markdown(payload)
 
 
 def test_benchmark_report_adds_the_section(tmp_path):
