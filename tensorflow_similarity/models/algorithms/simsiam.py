@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 
 from tensorflow_similarity import augmenters, losses
-from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
-from tensorflow_similarity.models.algorithms.context import MethodContext
+from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
@@ -41,9 +38,3 @@ class SimSiam(ContrastiveAlgorithm):
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.SimSiamLoss()
-
-    def forward(
-        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
-    ) -> Forward:
-        z1, z2 = self.project(context, view1, view2, training)
-        return self.prediction_forward(context, z1, z2, loss, training)
