@@ -33,9 +33,9 @@ def check_contrastive_chunk_size(
     A method can train on cached embeddings when its forward pass is the
     default composition (`ContrastiveAlgorithm.splits_forward`): per-sample
     outputs of the student (and of the teacher), then one loss of the whole
-    batch's outputs. SimCLR, SimSiam, Barlow Twins, VICReg, BYOL and MoCo v3
-    are; a method that overrides `forward` is refused by name (DINO: its
-    multi-crop pass and its centre's statistics are its own).
+    batch's outputs. Every method that keeps the base class's `forward` is;
+    a method that overrides it is refused by name (DINO: its multi-crop pass
+    and its centre's statistics are its own; MoCo v2 and SwAV: their queues).
 
     Args:
         chunk_size: `None` or a positive integer: the samples per chunk.

@@ -13,6 +13,7 @@ from tensorflow_similarity.collectives import global_sum
 from tensorflow_similarity.l2_normalize import l2_normalize
 from tensorflow_similarity.models.accumulation import split_micro_batches
 from tensorflow_similarity.models.algorithms import STATISTIC_RULES, Forward, MethodContext
+from tensorflow_similarity.models.cached_contrastive_step import cached_contrastive_gradients
 from tensorflow_similarity.models.non_finite import nan_unless_finite
 from tensorflow_similarity.models.view_pairs import split_crops
 
@@ -46,6 +47,8 @@ class ContrastiveStepMixin:
             teacher_momentum=self.teacher_momentum if teacher else None,
             teacher_pairs=self.teacher_pairs if teacher else None,
             create_variable=self.add_weight if create else None,
+            shuffle_seed=self.shuffle_seed if self.bn == "shuffle" else None,
+            accumulation_steps=self.accumulation_steps,
         )
 
     @property
@@ -63,6 +66,8 @@ class ContrastiveStepMixin:
         `accumulation_steps` (plus the regularisation losses likewise),
         with respect to `trainable_variables`. Batch norms in training mode
         update their moving statistics; nothing else changes.
+        With `chunk_size`, the views run through the networks in chunks
+        (`cached_contrastive_step.cached_contrastive_gradients`).
 
         Args:
             data: One batch, as `fit` gives it (see `split_views`).
@@ -75,6 +80,9 @@ class ContrastiveStepMixin:
         view1, view2, local_views = self._views(data)
         replicas = tf.cast(_num_replicas(), tf.float32)
         parts = 1.0 / self.accumulation_steps
+        if getattr(self, "chunk_size", None) is not None:
+            loss = self.loss if self.loss is not None else self._default_loss
+            return cached_contrastive_gradients(self, view1, view2, loss, parts)
         with tf.GradientTape() as tape:
             # This replica's share of the global loss: Keras losses already divide by
             # the number of replicas, so the optimizer's sum over replicas is the whole.

@@ -79,6 +79,11 @@ class ContrastiveAlgorithm:
         predictor_output_bn: The predictor's output batch norm (see
             `mlp_heads.build_predictor`).
         predictor_reason: Why the method needs its predictor, for the error.
+        has_key_encoder: Whether the teacher is a key encoder whose forward
+            pass goes through `MethodContext.encode_keys` (`teacher_project`
+            does), which is what shuffle batch norm (`bn="shuffle"`) needs;
+            the model refuses that mode for a method without. BYOL and MoCo
+            v3: `True`.
         base_momentum: A momentum teacher's first-step momentum, for a method
             with one (BYOL, MoCo v3, DINO): the model then keeps a copy of
             the backbone and projector that follows the student after each
@@ -110,6 +115,7 @@ class ContrastiveAlgorithm:
     predictor_hidden_ratio: ClassVar[float] = 0.25
     predictor_output_bn: ClassVar[str | None] = None
     predictor_reason: ClassVar[str] = "it is what breaks the symmetry between the views"
+    has_key_encoder: ClassVar[bool] = False
     base_momentum: ClassVar[float | None] = None
     uses_local_crops: ClassVar[bool] = False
     option_defaults: ClassVar[dict[str, Any]] = {}
@@ -360,11 +366,77 @@ class ContrastiveAlgorithm:
         Returns:
             A `Forward`: this replica's share of the loss and the monitored
             outputs.
+
+        It is `loss_of_outputs` of `student_outputs` and `teacher_outputs`.
+        A method that keeps this composition and overrides those three hooks
+        instead can train with cached embeddings (`chunk_size`), which calls
+        them apart; one that overrides `forward` cannot (`splits_forward`).
+        """
+        student = self.student_outputs(context, view1, view2, training)
+        teacher = self.teacher_outputs(context, view1, view2, training)
+        return self.loss_of_outputs(context, student, teacher, loss)
+
+    @property
+    def splits_forward(self) -> bool:
+        """Whether `forward` is `loss_of_outputs` of the per-sample outputs (not overridden).
+
+        Cached-embedding steps (`ContrastiveModel(chunk_size=...)`) need it:
+        they run `student_outputs` chunk by chunk, twice, and `loss_of_outputs`
+        once on the whole batch's outputs.
+        """
+        return type(self).forward is ContrastiveAlgorithm.forward
+
+    def student_outputs(
+        self, context: MethodContext, view1: Any, view2: Any, training: bool
+    ) -> dict[str, Any]:
+        """The student's outputs that the loss takes, by name; row `i` from the views' row `i`.
+
+        The default: the projections `z1`, `z2` and, with a predictor, the
+        predictions `p1`, `p2`. A cached-embedding step calls it on one
+        chunk of the views at a time, so an output's row must depend on the
+        same row of the views alone (batch norm excepted: see
+        `ContrastiveModel`'s `chunk_size`).
         """
         z1, z2 = self.project(context, view1, view2, training)
-        if context.predictor is not None:
-            return self.prediction_forward(context, z1, z2, loss, training)
-        return Forward(loss(z1, z2), z1)
+        if context.predictor is None:
+            return {"z1": z1, "z2": z2}
+        p1, p2 = context.encode_views(z1, z2, context.predictor, training)
+        return {"z1": z1, "z2": z2, "p1": p1, "p2": p2}
+
+    def teacher_outputs(
+        self, context: MethodContext, view1: Any, view2: Any, training: bool
+    ) -> dict[str, Any] | None:
+        """The teacher's outputs, without gradient: `t1`, `t2` (`teacher_project`); `None` without.
+
+        A cached-embedding step computes them chunk by chunk once, with no
+        tape, before the student's chunks.
+        """
+        if context.teacher_backbone is None:
+            return None
+        t1, t2 = self.teacher_project(context, view1, view2, training)
+        return {"t1": t1, "t2": t2}
+
+    def loss_of_outputs(
+        self,
+        context: MethodContext,
+        student: dict[str, Any],
+        teacher: dict[str, Any] | None,
+        loss: Any,
+    ) -> Forward:
+        """The `Forward` of the whole batch's outputs: the loss and the monitored outputs.
+
+        The default: with teacher outputs, BYOL's and MoCo v3's `loss(t2, p1)
+        + loss(t1, p2)`; else with predictions, SimSiam's `0.5 * (loss(z2, p1)
+        + loss(z1, p2))`; else `loss(z1, z2)`.
+        """
+        del context
+        z1, p1 = student["z1"], student.get("p1")
+        if teacher is not None:
+            value = loss(teacher["t2"], p1) + loss(teacher["t1"], student["p2"])
+            return Forward(value, z1, p1)
+        if p1 is not None:
+            return Forward(0.5 * (loss(student["z2"], p1) + loss(z1, student["p2"])), z1, p1)
+        return Forward(loss(z1, student["z2"]), z1)
 
     @staticmethod
     def project(context: MethodContext, view1: Any, view2: Any, training: bool) -> tuple:
@@ -380,10 +452,16 @@ class ContrastiveAlgorithm:
 
         In training the teacher runs in training mode, as the papers' teachers
         do: its batch norms normalise with the batch's statistics (the global
-        batch's when synchronised) and update their own moving statistics.
+        batch's when synchronised, a share of it permuted across replicas
+        with shuffle batch norm: see `MethodContext.encode_keys`) and update
+        their own moving statistics.
         """
-        h1, h2 = context.encode_views(view1, view2, context.teacher_backbone, training)
-        t1, t2 = context.encode_views(h1, h2, context.teacher_projector, training)
+
+        def teacher(v1: Any, v2: Any) -> tuple:
+            h1, h2 = context.encode_views(v1, v2, context.teacher_backbone, training)
+            return context.encode_views(h1, h2, context.teacher_projector, training)
+
+        t1, t2 = context.encode_keys(teacher, view1, view2, training=training)
         return tf.stop_gradient(t1), tf.stop_gradient(t2)
 
     def teacher_prediction_forward(

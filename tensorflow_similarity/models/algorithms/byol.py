@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 
 from tensorflow_similarity import losses
-from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
-from tensorflow_similarity.models.algorithms.context import MethodContext
+from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
@@ -33,6 +30,7 @@ class BYOL(ContrastiveAlgorithm):
     has_predictor = True
     predictor_hidden_ratio = 16
     predictor_reason = "the student's predictor is what keeps it from copying the teacher"
+    has_key_encoder = True
     base_momentum = 0.996
     paper = "Grill et al., 2020"
     prevents_collapse = "a predictor regresses a momentum teacher's projection"
@@ -42,8 +40,3 @@ class BYOL(ContrastiveAlgorithm):
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.BYOLLoss()
-
-    def forward(
-        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
-    ) -> Forward:
-        return self.teacher_prediction_forward(context, view1, view2, loss, training)

@@ -9,6 +9,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tensorflow_similarity.models.shuffle_batch_norm import shuffle_across_replicas
+
 __all__ = ["STATISTIC_RULES", "MethodContext"]
 
 # How the training step combines a `Forward.statistics` entry over accumulated micro-batches.
@@ -47,6 +49,11 @@ class MethodContext:
             follow, in matching order, or `None` without a teacher.
         create_variable: Makes a variable of the model (`keras.Model.add_weight`'s
             arguments); `None` except in `create_state`.
+        accumulation_steps: The model's micro-batches per optimizer step (a
+            queue checks, while tracing, the keys a step enqueues).
+        shuffle_seed: With shuffle batch norm (`bn="shuffle"`), the seed of
+            the key encoder's permutations (see `encode_keys`); `None`
+            otherwise.
     """
 
     backbone: keras.Model
@@ -62,6 +69,8 @@ class MethodContext:
     teacher_momentum: Callable[[], tf.Tensor] | None = None
     teacher_pairs: Callable[[], tuple[list, list]] | None = None
     create_variable: Callable[..., keras.Variable] | None = None
+    accumulation_steps: int = 1
+    shuffle_seed: int | None = None
 
     @property
     def step(self) -> Any:
@@ -74,6 +83,30 @@ class MethodContext:
             both = network(tf.concat([view1, view2], axis=0), training=training)
             return tuple(tf.split(both, 2, axis=0))
         return network(view1, training=training), network(view2, training=training)
+
+    def encode_keys(self, network: Callable[..., tuple], *views: Any, training: bool) -> tuple:
+        """Runs the key (teacher) encoder `network` on `views`, shuffled across replicas if set.
+
+        With shuffle batch norm (`shuffle_seed` set) and in training, the
+        views' global batch is permuted across the replicas before `network`
+        runs and its outputs are restored to the original order after (see
+        `models.shuffle_batch_norm.shuffle_across_replicas`; the permutation
+        is drawn from the optimizer's `step` and `shuffle_seed`); otherwise
+        it is `network(*views)`. A method whose key encoder goes through here
+        sets `has_key_encoder`, which allows `bn="shuffle"`.
+
+        Args:
+            network: Takes the views and returns a tuple of outputs, row for row.
+            *views: This replica's rows of each view.
+            training: Whether the networks run in training mode; in inference
+                batch norm uses its moving statistics and nothing is shuffled.
+
+        Returns:
+            `network`'s outputs for this replica's rows.
+        """
+        if self.shuffle_seed is None or not training:
+            return tuple(network(*views))
+        return shuffle_across_replicas(network, views, self.step, self.shuffle_seed)
 
     def add_state(
         self, name: str, shape: tuple, dtype: Any = None, initializer: Any = "zeros"

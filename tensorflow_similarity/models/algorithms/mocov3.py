@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 
 from tensorflow_similarity import losses
-from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm, Forward
-from tensorflow_similarity.models.algorithms.context import MethodContext
+from tensorflow_similarity.models.algorithms.base import ContrastiveAlgorithm
 from tensorflow_similarity.models.algorithms.registry import register_algorithm
 from tensorflow_similarity.models.mlp_heads import ProjectorSpec
 
@@ -35,6 +32,7 @@ class MoCoV3(ContrastiveAlgorithm):
     predictor_hidden_ratio = 16
     predictor_output_bn = "none"
     predictor_reason = "the queries are the predictor's outputs"
+    has_key_encoder = True
     base_momentum = 0.99
     paper = "Chen, Xie & He, 2021"
     prevents_collapse = "the other images' teacher keys are negatives"
@@ -42,8 +40,3 @@ class MoCoV3(ContrastiveAlgorithm):
 
     def default_loss(self) -> keras.losses.Loss:
         return losses.MoCoV3Loss()
-
-    def forward(
-        self, context: MethodContext, view1: Any, view2: Any, loss: Any, training: bool
-    ) -> Forward:
-        return self.teacher_prediction_forward(context, view1, view2, loss, training)
