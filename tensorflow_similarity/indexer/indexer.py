@@ -49,6 +49,8 @@ from tensorflow_similarity.indexer.lifecycle import (
     share_store_rows,
     upsert_items,
 )
+from tensorflow_similarity.indexer.saved_index import SavedIndex
+from tensorflow_similarity.indexer.streaming import add_stream, is_stream
 from tensorflow_similarity.indexer.text_table import format_table
 from tensorflow_similarity.matchers import ClassificationMatch, make_classification_matcher
 from tensorflow_similarity.retrieval_metrics import RetrievalMetric
@@ -315,23 +317,74 @@ class Indexer:
         build: bool = True,
         verbose: int = 1,
     ) -> None:
-        """Indexes a batch of embeddings.
+        """Indexes a batch of embeddings, or a stream of batches, all or nothing.
+
+        A stream is a `tf.data.Dataset` or any iterator (a generator, say)
+        whose elements are, as Keras' `fit` reads them, `x`, `(x,)`,
+        `(x, y)` or `(x, y, data)`: `x` a batch's `[m, dim]` embeddings (or
+        multi-output prediction), `y` its `m` labels and `data` its `m`
+        items. Each batch is checked, added to the store and the search,
+        then dropped before the next is read, so the embeddings are never
+        all in memory at once, beyond what the store and the search keep
+        there (with a `MemmapStore` and a `FaissOnDiskSearch`, only the
+        index's table of ids, 9 bytes an item). The first
+        batch decides whether batches carry labels and data; every batch
+        must then have the same. If a batch is refused, or the stream or a
+        backend raises, the batches already added are removed, the index is
+        compacted (as `compact()`, tombstones of earlier removals dropped
+        too) and its id counter set back: the index holds and answers what
+        it held before the call, and a note on the error says so. A process
+        killed during the add never changed a saved index (see `save`):
+        it loads as it was saved.
 
         Args:
             predictions: A model's `[n, dim]` predictions (or a multi-output
-                prediction).
-            labels: `n` classes, or `None`.
-            data: `n` items kept with the embeddings, or `None`.
+                prediction), or a stream of batches as above.
+            labels: `n` classes, or `None`. `None` for a stream (its
+                elements hold the labels).
+            data: `n` items kept with the embeddings, or `None`. `None` for
+                a stream.
             build: Kept for 0.17's signature (see `add`).
             verbose: Unused; kept for 0.17's signature.
 
         Raises:
             ValueError: If the embeddings are not `[n, embedding_size]`, or
-                `labels` or `data` does not have `n` items.
+                `labels` or `data` does not have `n` items; for a stream, if
+                it yields no batch, if `labels` or `data` is given beside it,
+                or if a batch is refused (its number, from 0, is named), a
+                batch has labels or data where the first had none (or the
+                reverse), or an element is not one of the forms above.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from tensorflow_similarity.indexer import Indexer
+        >>> index = Indexer(embedding_size=2, distance="l2")
+        >>> batches = ((np.full((3, 2), i, np.float32), [i] * 3) for i in range(4))
+        >>> index.batch_add(batches)
+        >>> index.size(), index.single_lookup(np.array([2.9, 3.0]), k=1)[0].label
+        (12, 3)
         """
         del build, verbose
+        if is_stream(predictions):
+            if labels is not None or data is not None:
+                raise ValueError(
+                    "Indexer.batch_add: labels= and data= go inside a stream's elements, as "
+                    "(x, y) or (x, y, data) tuples; got a stream and labels or data beside it."
+                )
+            add_stream(self, predictions)
+            return
+        self._add_checked(*self._checked_batch(predictions, labels, data))
+
+    def _checked_batch(
+        self, predictions: Any, labels: Sequence[int] | None, data: Sequence[Any] | None
+    ) -> tuple[np.ndarray, Any, Any]:
+        """`(embeddings, labels, data)` of one batch, checked as `batch_add` checks them."""
         embeddings = self._embeddings(predictions)
-        labels, data = self._checked_records(len(embeddings), labels, data)
+        return (embeddings, *self._checked_records(len(embeddings), labels, data))
+
+    def _add_checked(self, embeddings: np.ndarray, labels: Any, data: Any) -> None:
+        """Adds a checked batch to the store, then under new ids to the search."""
         if len(embeddings) == 0:
             return
         self.kv_store.batch_add(embeddings, labels, data)
@@ -786,7 +839,70 @@ class Indexer:
                 names the file (and the space left) and the previous save in
                 `path` is unchanged.
         """
-        persistence.save_index(self, path, compression=compression)
+        persistence.save_index(self.to_saved_index(), path, compression=compression)
+
+    def to_saved_index(self) -> SavedIndex:
+        """Returns the index as `save` writes it: a `SavedIndex` sharing its parts.
+
+        The record holds this index's search, store and item table
+        themselves, not copies: `persistence.stage_index` writes it, as
+        `save` does, and a model saving its index beside its file does.
+        An `Evaluator` instance is recorded as `None` (it is not saved).
+        """
+        return SavedIndex(
+            embedding_size=self.embedding_size,
+            distance=self.distance,
+            search=self.search,
+            kv_store=self.kv_store,
+            items=self._items,
+            evaluator=self.evaluator_type if isinstance(self.evaluator_type, str) else None,
+            embedding_output=self.embedding_output,
+            stat_buffer_size=self.stat_buffer_size,
+            embedding_fingerprint=self.embedding_fingerprint,
+            is_calibrated=self.is_calibrated,
+            calibration_metric=self.calibration_metric,
+            cutpoints=self.cutpoints,
+            calibration_thresholds=self.calibration_thresholds,
+        )
+
+    @classmethod
+    def from_saved_index(cls, saved: SavedIndex) -> Self:
+        """Returns an index of `saved`'s parts and settings, as `load` does with what it read.
+
+        The index takes `saved`'s search, store and item table as they are
+        (nothing is emptied or copied), so they must agree: the search
+        holds the alive items' ids and a `LinearSearch` reads the store's
+        rows, as in a record `persistence.read_index` returns or
+        `to_saved_index` made.
+
+        Args:
+            saved: The record.
+
+        Returns:
+            A new index holding `saved`'s items, fingerprint and calibration.
+
+        Raises:
+            ValueError: If a setting of `saved` is one `Indexer()` refuses.
+        """
+        index = cls(
+            embedding_size=saved.embedding_size,
+            distance=saved.distance,
+            # A placeholder: construction empties a given search and store, and a
+            # database's search (MilvusSearch) holds the saved rows themselves.
+            search="linear",
+            evaluator=saved.evaluator or "memory",
+            embedding_output=saved.embedding_output,
+            stat_buffer_size=saved.stat_buffer_size,
+        )
+        index.kv_store_type = index.kv_store = saved.kv_store
+        index.search_type = index.search = saved.search
+        index._items = saved.items
+        index.embedding_fingerprint = saved.embedding_fingerprint
+        index.is_calibrated = saved.is_calibrated
+        index.calibration_metric = saved.calibration_metric
+        index.cutpoints = saved.cutpoints
+        index.calibration_thresholds = saved.calibration_thresholds
+        return index
 
     @staticmethod
     def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -809,13 +925,14 @@ class Indexer:
         embedding_size: int | None = None,
         kv_store: Store | None = None,
         safe_mode: bool = True,
+        search_options: Mapping[str, Any] | None = None,
     ) -> Self:
         """Reads an index `save` wrote, whole, or refuses it and changes nothing.
 
         The metadata, the recorded checksums of every file and the files'
         agreement with each other (sizes, ids, finite embeddings) are all
         checked before any record is read into an index; every error names
-        the file and what disagrees. `load_index` in
+        the file and what disagrees. `read_index` in
         `tensorflow_similarity.indexer.persistence` lists the checks in order.
 
         Args:
@@ -832,6 +949,13 @@ class Indexer:
                 unpickling runs code the file names. `False` loads it, as
                 `keras.saving.load_model(safe_mode=False)` does: only for an
                 index you trust.
+            search_options: Arguments for the saved search's class that a
+                save does not record, given to it with the saved settings:
+                the `token` of a Milvus server (`MilvusSearch` never saves
+                it), the working `directory` of a `FaissOnDiskSearch`.
+                What the save recorded (Milvus' `uri` and `collection`, the
+                distance, the dimension) is refused: the saved files are of
+                that search. Defaults to none.
 
         Returns:
             A new `Indexer` with the saved embeddings, labels, data and
@@ -842,18 +966,37 @@ class Indexer:
             ValueError: If the saved index is corrupt (a check above fails),
                 of another format version, or of another distance or
                 dimension than expected, or `kv_store` is not of the saved
-                store's class, or (in safe mode) holds pickled data; nothing
-                is loaded then.
+                store's class, or (in safe mode) holds pickled data, or
+                `search_options` names an argument the save recorded or the
+                search does not take; nothing is loaded then.
+            ConnectionError: If the saved search is a Milvus collection whose
+                server cannot be reached (with `search_options`' token).
+
+        Example:
+
+        >>> import tempfile
+        >>> import numpy as np
+        >>> from tensorflow_similarity.indexer import Indexer
+        >>> index = Indexer(embedding_size=2, distance="l2")
+        >>> index.batch_add(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=[0, 1])
+        >>> folder = tempfile.mkdtemp()
+        >>> index.save(folder)
+        >>> Indexer.load(folder, verbose=0).size()
+        2
+
+        A Milvus index on a server with authentication:
+        `Indexer.load(folder, search_options={"token": "user:password"})`.
         """
-        return persistence.load_index(
-            cls,
+        saved = persistence.read_index(
             path,
             verbose=verbose,
             distance=distance,
             embedding_size=embedding_size,
             kv_store=kv_store,
             safe_mode=safe_mode,
+            search_options=search_options,
         )
+        return cls.from_saved_index(saved)
 
     # Reporting.
 

@@ -1,4 +1,9 @@
-"""How an `Indexer` is saved to a directory and read back (`Indexer.save`, `Indexer.load`).
+"""How an index is saved to a directory and read back (`Indexer.save`, `Indexer.load`).
+
+`save_index` writes a `SavedIndex` (the record `Indexer.to_saved_index`
+makes) and `read_index` reads one back, checked whole, which
+`Indexer.from_saved_index` turns into an index: this module works on the
+record and knows nothing of `Indexer`.
 
 The store keeps its kind. A `MemoryStore` is written into the folder and
 read back into memory. A `MemmapStore`'s files are copied into the
@@ -42,16 +47,21 @@ unknown); one saved before it was recorded loads with `None`.
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from tensorflow_similarity import _atomic
+from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.classification_metrics import make_classification_metric
 from tensorflow_similarity.distances import Distance, distance_canonicalizer
+from tensorflow_similarity.evaluators import Evaluator
+from tensorflow_similarity.indexer._checks import check_component
 from tensorflow_similarity.indexer._metadata import (
     FORMAT_VERSION,
     ITEMS_FILE,
@@ -64,23 +74,19 @@ from tensorflow_similarity.indexer._metadata import (
     recorded_checksums,
     verify_checksums,
 )
-from tensorflow_similarity.indexer.lifecycle import ItemTable, share_store_rows
+from tensorflow_similarity.indexer.lifecycle import ItemTable, share_rows
+from tensorflow_similarity.indexer.saved_index import SavedIndex
 from tensorflow_similarity.search import SEARCH_NAMES, Search
 from tensorflow_similarity.stores import STORE_CLASSES, MemmapStore, Store
 from tensorflow_similarity.stores.memmap_store import META_NAME as MEMMAP_META_NAME
 from tensorflow_similarity.stores.npz import read_npz, refuse_pickled, write_npz
 
-if TYPE_CHECKING:
-    from tensorflow_similarity.indexer.indexer import Indexer
 
-IndexT = TypeVar("IndexT", bound="Indexer")
-
-
-def save_index(index: Indexer, path: str | Path, compression: bool = True) -> None:
-    """Writes `index` into the directory `path`, whole or not at all: see `Indexer.save`."""
+def save_index(saved: SavedIndex, path: str | Path, compression: bool = True) -> None:
+    """Writes `saved` into the directory `path`, whole or not at all: see `Indexer.save`."""
     path = Path(path)
     _atomic.recover_dir(path)
-    staged = stage_index(index, path, compression=compression)
+    staged = stage_index(saved, path, compression=compression)
     try:
         old = _atomic.switch_dir(staged, path)
     except OSError as error:
@@ -91,19 +97,19 @@ def save_index(index: Indexer, path: str | Path, compression: bool = True) -> No
 
 
 def stage_index(
-    index: Indexer,
+    saved: SavedIndex,
     path: str | Path,
     compression: bool = True,
     model: dict[str, str] | None = None,
 ) -> Path:
-    """Writes `index` into the staging sibling of `path` and returns that folder.
+    """Writes `saved` into the staging sibling of `path` and returns that folder.
 
     `_atomic.switch_dir` switches it in. On any error the staging folder is
     deleted and an `OSError` names the save, the file and, for a full disk,
     the space left.
 
     Args:
-        index: The index.
+        saved: The index to save (`Indexer.to_saved_index()`).
         path: The folder the save is for.
         compression: Whether the store compresses its data.
         model: The identity of the model saved with it (`"sha256"` of its
@@ -113,7 +119,7 @@ def stage_index(
     staged = _atomic.staging_path(Path(path))
     _atomic.discard_dir(staged)
     try:
-        _write_index(index, staged, compression, model)
+        _write_index(saved, staged, compression, model)
     except BaseException as error:
         _atomic.discard_dir(staged)
         if isinstance(error, OSError):
@@ -146,46 +152,47 @@ def save_failed(error: OSError, what: str, destination: Path) -> OSError:
 
 
 def _write_index(
-    index: Indexer, path: Path, compression: bool, model: dict[str, str] | None
+    saved: SavedIndex, path: Path, compression: bool, model: dict[str, str] | None
 ) -> None:
     """Writes the store's and the search's files, then the metadata, into `path`."""
     path.mkdir(parents=True)
+    search, store, items = saved.search, saved.kv_store, saved.items
     metadata = {
         "format_version": FORMAT_VERSION,
-        "size": index.size(),
-        "rows": len(index._items),
-        "next_id": index._items.next_id,
-        "distance": index.distance.name,
-        "embedding_size": index.embedding_size,
-        "embedding_output": index.embedding_output,
-        "search": _search_name(index.search),
-        "search_config": index.search.get_config(),
+        "size": saved.size,
+        "rows": len(items),
+        "next_id": items.next_id,
+        "distance": saved.distance.name,
+        "embedding_size": saved.embedding_size,
+        "embedding_output": saved.embedding_output,
+        "search": _search_name(search),
+        "search_config": search.get_config(),
         "kv_store": {
-            "class_name": type(index.kv_store).__name__,
+            "class_name": type(store).__name__,
             # A memmap store is reopened where it was saved, not where it lived.
-            "config": {k: v for k, v in index.kv_store.get_config().items() if k != "path"},
+            "config": {k: v for k, v in store.get_config().items() if k != "path"},
         },
-        "evaluator": index.evaluator_type if isinstance(index.evaluator_type, str) else None,
-        "stat_buffer_size": index.stat_buffer_size,
-        "is_calibrated": index.is_calibrated,
-        "calibration_metric": index.calibration_metric.get_config(),
-        "cutpoints": index.cutpoints,
+        "evaluator": saved.evaluator,
+        "stat_buffer_size": saved.stat_buffer_size,
+        "is_calibrated": saved.is_calibrated,
+        "calibration_metric": saved.calibration_metric.get_config(),
+        "cutpoints": saved.cutpoints,
         "calibration_thresholds": {
-            k: np.asarray(v).tolist() for k, v in index.calibration_thresholds.items()
+            k: np.asarray(v).tolist() for k, v in saved.calibration_thresholds.items()
         },
-        "embedding_fingerprint": index.embedding_fingerprint,
+        "embedding_fingerprint": saved.embedding_fingerprint,
     }
-    index.kv_store.save(path, compression=compression)
-    index.search.save(path)
+    store.save(path, compression=compression)
+    search.save(path)
     write_npz(
         path / ITEMS_FILE,
-        {"ids": index._items.ids(), "alive": index._items.alive()},
+        {"ids": items.ids(), "alive": items.alive()},
         kind="Indexer",
         format_version=1,
         compression=False,
     )
-    files: dict[str, int | None] = dict.fromkeys([*index.search.saved_files(), ITEMS_FILE])
-    files.update(index.kv_store.saved_files(path))
+    files: dict[str, int | None] = dict.fromkeys([*search.saved_files(), ITEMS_FILE])
+    files.update(store.saved_files(path))
     metadata["files"] = {name: checksum(path / name, length) for name, length in files.items()}
     if model is not None:
         metadata["model"] = dict(model)
@@ -193,8 +200,7 @@ def _write_index(
     _atomic.write_text(path / METADATA_FILE, json.dumps(metadata))
 
 
-def load_index(
-    index_class: type[IndexT],
+def read_index(
     path: str | Path,
     verbose: int = 1,
     *,
@@ -202,10 +208,11 @@ def load_index(
     embedding_size: int | None = None,
     kv_store: Store | None = None,
     safe_mode: bool = True,
-) -> IndexT:
-    """Reads the index saved in `path` into a new `index_class` (see `Indexer.load`).
+    search_options: Mapping[str, Any] | None = None,
+) -> SavedIndex:
+    """Reads the index saved in `path` as a `SavedIndex`, checked whole (see `Indexer.load`).
 
-    Before any record is read into an index, `load` checks, in order:
+    Before any record is read into a store, `read_index` checks, in order:
     the metadata (its format version, the distance and size asked for,
     a `search_config` that builds the saved search class with the
     index's distance and size); in safe mode, that no `.npz` file holds
@@ -224,6 +231,24 @@ def load_index(
     records are read into it. Save it again to record its checksums.
 
     A failed check raises and leaves nothing loaded.
+
+    Args:
+        path: The directory `save_index` wrote.
+        verbose: Print what is loaded if 1.
+        distance: If given, the distance the saved index must use.
+        embedding_size: If given, the dimension the saved index must have.
+        kv_store: A store of the saved store's class to read the records
+            into. Defaults to a new one (see the module).
+        safe_mode: Refuse pickled data if `True`.
+        search_options: Arguments of the saved search's class that the save
+            does not record (see `Indexer.load`), or `None`.
+
+    Returns:
+        The saved index, its search and store holding the saved records.
+
+    Raises:
+        FileNotFoundError: If `path` holds no saved index.
+        ValueError: If a check above fails.
     """
     path = _atomic.readable_dir(path)
     metadata = read_metadata(path)
@@ -241,7 +266,7 @@ def load_index(
             f"{metadata['embedding_size']}, not {embedding_size}: it was saved from "
             "another model. Load it into a model of that output size, or re-index."
         )
-    search = _saved_search(path, metadata)
+    search = _saved_search(path, metadata, search_options)
     checksums = recorded_checksums(path, metadata)
     if checksums is not None:
         if safe_mode:
@@ -255,21 +280,19 @@ def load_index(
                 refuse_pickled(path / name, owner=owner)
         verify_checksums(path, metadata, checksums)
     store = _saved_store(path, metadata["kv_store"], kv_store)
-    index = index_class(
-        embedding_size=metadata["embedding_size"],
-        distance=saved_distance,
-        # A placeholder: construction empties a given search, and a database's (MilvusSearch)
-        # holds the saved rows themselves. The saved search is set once loaded, below.
-        search="linear",
-        evaluator=metadata["evaluator"] or "memory",
-        embedding_output=metadata["embedding_output"],
-        stat_buffer_size=metadata["stat_buffer_size"],
+    # The settings Indexer's constructor checks, checked before any record is read.
+    check_int("embedding_size", metadata["embedding_size"], minimum=1, owner="Indexer")
+    check_int(
+        "embedding_output",
+        metadata["embedding_output"],
+        minimum=0,
+        allow_none=True,
+        owner="Indexer",
     )
-    # Set after construction, which empties a given store: the one opened in place
-    # holds the saved records.
-    index.kv_store_type = index.kv_store = store
-    index.search_type = index.search = search
-    share_store_rows(index)
+    check_int("stat_buffer_size", metadata["stat_buffer_size"], minimum=1, owner="Indexer")
+    check_component("evaluator", metadata["evaluator"] or "memory", Evaluator, ("memory",))
+    # Before the search loads: a LinearSearch that reads the store's rows saves none.
+    share_rows(search, store)
     if checksums is not None:
         for name in [*search.saved_files(), *store.saved_files(path)]:
             # A file a version-2 save did not write is not read either: its load says so.
@@ -290,8 +313,7 @@ def load_index(
             path,
             f"its metadata says {len(items)} rows of embeddings, its store holds {store.size()}",
         )
-    index._items = items
-    if index.size() and store.dim != metadata["embedding_size"]:
+    if items.alive_count and store.dim != metadata["embedding_size"]:
         raise corrupt_error(
             path,
             f"its metadata says embeddings of size {metadata['embedding_size']}, its "
@@ -303,18 +325,28 @@ def load_index(
         raise corrupt_error(
             path, f"its {METADATA_FILE} embedding_fingerprint is not a string: {fingerprint!r}"
         )
-    index.embedding_fingerprint = fingerprint
-    index.is_calibrated = bool(metadata["is_calibrated"])
-    if index.is_calibrated:
+    saved = SavedIndex(
+        embedding_size=metadata["embedding_size"],
+        distance=saved_distance,
+        search=search,
+        kv_store=store,
+        items=items,
+        evaluator=metadata["evaluator"],
+        embedding_output=metadata["embedding_output"],
+        stat_buffer_size=metadata["stat_buffer_size"],
+        embedding_fingerprint=fingerprint,
+    )
+    if metadata["is_calibrated"]:
         config = metadata["calibration_metric"]
-        index.calibration_metric = make_classification_metric(
+        saved.is_calibrated = True
+        saved.calibration_metric = make_classification_metric(
             config.get("canonical_name", config.get("name")), name=config.get("name", "")
         )
-        index.cutpoints = metadata["cutpoints"]
-        index.calibration_thresholds = {
+        saved.cutpoints = metadata["cutpoints"]
+        saved.calibration_thresholds = {
             k: np.asarray(v) for k, v in metadata["calibration_thresholds"].items()
         }
-    return index
+    return saved
 
 
 def _saved_items(path: Path, metadata: dict[str, Any]) -> ItemTable:
@@ -351,8 +383,15 @@ def _saved_items(path: Path, metadata: dict[str, Any]) -> ItemTable:
     return items
 
 
-def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
-    """A new, empty search of the saved class and config, checked against the metadata."""
+def _saved_search(
+    path: Path, metadata: dict[str, Any], options: Mapping[str, Any] | None = None
+) -> Search:
+    """A new, empty search of the saved class and config, checked against the metadata.
+
+    `options` are given to the class's constructor with the saved config:
+    only arguments the save did not record (a Milvus `token`), checked
+    before the search is built.
+    """
     name, config = metadata["search"], metadata["search_config"]
     if name not in SEARCH_NAMES:
         kind = config.get("name", "?") if isinstance(config, dict) else "?"
@@ -371,14 +410,50 @@ def _saved_search(path: Path, metadata: dict[str, Any]) -> Search:
                 f"its {METADATA_FILE} search_config has {key}={config.get(key)!r} but the index "
                 f"has {field} {metadata[field]!r}",
             )
+    options = _checked_search_options(path, search_class, config, options)
     try:
-        return search_class.from_config(config)
+        return search_class.from_config({**config, **options})
     except (TypeError, ValueError) as error:
+        if options:
+            raise ValueError(
+                f"The {search_class.__name__} of the index in {str(path)!r} could not be built "
+                f"with search_options {options!r}: {error}"
+            ) from error
         raise corrupt_error(
             path,
             f"its {METADATA_FILE} says 'search' is {name!r} but its search_config is not a "
             f"{search_class.__name__}'s ({error})",
         ) from None
+
+
+def _checked_search_options(
+    path: Path, search_class: type[Search], config: dict[str, Any], options: Any
+) -> dict[str, Any]:
+    """`options` as a dict of constructor arguments the saved `config` does not hold."""
+    if options is None:
+        return {}
+    owner = search_class.__name__
+    if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+        raise ValueError(
+            f"search_options must be a dict of {owner} arguments by name; got {options!r}."
+        )
+    parameters = inspect.signature(search_class.__init__).parameters
+    settable = sorted(
+        key for key in parameters if key not in ("self", "args", "kwargs") and key not in config
+    )
+    for key in options:
+        if key in config:
+            raise ValueError(
+                f"search_options cannot change {key!r}: the index in {str(path)!r} recorded "
+                f"{key}={config[key]!r} with its {owner}, and its files hold that search. "
+                f"search_options takes what a save does not record: {settable or 'nothing'}."
+            )
+        if key not in parameters:
+            raise ValueError(
+                f"search_options names {key!r}, which is not an argument of {owner}; it takes "
+                f"what a save does not record: {settable or 'nothing'}."
+            )
+    return dict(options)
 
 
 def _saved_store(path: Path, saved: dict[str, Any], given: Store | None) -> Store:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from tensorflow_similarity._validation import check_int
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
 from tensorflow_similarity.indexer import Indexer, persistence
+from tensorflow_similarity.indexer.streaming import is_stream, stream_elements, unpack_element
 from tensorflow_similarity.models.index_arguments import (
     canonical_distance,
     check_length,
@@ -198,20 +200,47 @@ class IndexLookupMixin:
     ) -> None:
         """Embeds `x` and adds the embeddings, with `y` and `data`, to the index.
 
+        `x` may also be a stream of batches: a `tf.data.Dataset` or any
+        iterator whose elements are, as for Keras' `fit`, `x`, `(x,)`,
+        `(x, y)` or `(x, y, data)`. Each batch is embedded, added and
+        dropped before the next is read, so the examples and their
+        embeddings are never all in memory; the add is all or nothing, as
+        `Indexer.batch_add` of a stream (which documents what a failed add
+        leaves).
+
         Args:
-            x: A batch of examples.
-            y: Their integer classes, or `None`.
-            data: Items kept with them (returned by lookups), or `None`.
+            x: A batch of examples, or a stream of batches.
+            y: Their integer classes, or `None` (`None` for a stream).
+            data: Items kept with them (returned by lookups), or `None`
+                (`None` for a stream).
             build: Kept for 0.17's signature.
             verbose: Print progress if 1. Defaults to 1.
 
         Raises:
             ValueError: If `x` does not fit the model's input, or `y` or
-                `data` does not have one item per example.
+                `data` does not have one item per example; for a stream, as
+                `Indexer.batch_add`, and if a batch does not fit the
+                model's input (its number, from 0, is named).
             StaleIndexError: If the index holds embeddings that other
                 weights made (the model trained since it indexed them):
                 `reset_index()`, then index all examples again.
+
+        Example:
+
+        >>> import keras, numpy as np, tensorflow as tf
+        >>> from tensorflow_similarity.models import SimilarityModel
+        >>> inputs = keras.Input((3,))
+        >>> model = SimilarityModel(inputs, keras.layers.Dense(2)(inputs))
+        >>> model.compile("sgd", "mse", distance="l2")
+        >>> rows = np.arange(12, dtype="float32").reshape(4, 3)
+        >>> dataset = tf.data.Dataset.from_tensor_slices((rows, [0, 1, 0, 1])).batch(2)
+        >>> model.index(dataset, verbose=0)
+        >>> model.index_size()
+        4
         """
+        if is_stream(x):
+            self._index_stream(x, y, data, build, verbose)
+            return
         x = self._index_batch(x)
         check_length("y", y, len(x))
         check_length("data", data, len(x))
@@ -220,6 +249,34 @@ class IndexLookupMixin:
             print(f"[Indexing {len(x)} examples]")
         self._index.batch_add(self._embed(x), labels=y, data=data, build=build, verbose=verbose)
         self._index.embedding_fingerprint = fingerprint
+
+    def _index_stream(self, stream: Any, y: Any, data: Any, build: bool, verbose: int) -> None:
+        """`index` of a stream: each batch embedded as the indexer reads it."""
+        if y is not None or data is not None:
+            raise ValueError(
+                "index(x=stream): y= and data= go inside the stream's elements, as (x, y) or "
+                "(x, y, data) tuples; got a stream and y or data beside it."
+            )
+        fingerprint = self._fingerprint_to_record()
+        size = self._index.size()
+        if verbose:
+            print("[Indexing a stream of batches]")
+        self._index.batch_add(self._embedded_batches(stream), build=build, verbose=verbose)
+        self._index.embedding_fingerprint = fingerprint
+        if verbose:
+            print(f"[Indexed {self._index.size() - size} examples]")
+
+    def _embedded_batches(self, stream: Any) -> Iterator[tuple[Any, Any, Any]]:
+        """`(embeddings, y, data)` of each element of `stream`, checked, then embedded."""
+        for number, element in enumerate(stream_elements(stream)):
+            try:
+                x, y, data = unpack_element(element)
+                x = self._index_batch(x)
+                check_length("y", y, len(x))
+                check_length("data", data, len(x))
+            except ValueError as error:
+                raise ValueError(f"Batch {number} of the stream was refused: {error}") from error
+            yield self._embed(x), y, data
 
     def index_single(
         self,
@@ -369,7 +426,7 @@ class IndexLookupMixin:
         if is_model_file(model_file) and model_file.is_file():
             identity["sha256"] = _atomic.sha256_file(model_file)
         staged = persistence.stage_index(
-            self._index, folder, compression=compression, model=identity
+            self._index.to_saved_index(), folder, compression=compression, model=identity
         )
         try:
             old = _atomic.switch_dir(staged, folder)
@@ -515,10 +572,11 @@ class IndexLookupMixin:
     # Checks made before any prediction.
 
     def _index_batch(self, x: Any) -> Any:
-        if isinstance(x, tf.data.Dataset):
+        if is_stream(x):
             raise ValueError(
-                "The index API takes arrays of examples, not a tf.data.Dataset: pass "
-                "np.concatenate of its batches, or index it batch by batch."
+                f"Expected an array of examples, got a stream ({type(x).__name__}): only "
+                "index() takes a tf.data.Dataset or an iterator of batches. Pass "
+                "np.concatenate of its batches, or call the verb batch by batch."
             )
         if isinstance(x, (tf.Tensor, tf.Variable)):
             x = x.numpy()

@@ -213,7 +213,7 @@ class IndexMixin(IndexCalibrationMixin):
                 "weights_sha256": self._weights_sha256(),
             }
             staged_index = persistence.stage_index(
-                self._index, folder, compression=compression, model=identity
+                self._index.to_saved_index(), folder, compression=compression, model=identity
             )
         except BaseException as error:
             staged_model.unlink(missing_ok=True)
@@ -252,6 +252,7 @@ class IndexMixin(IndexCalibrationMixin):
         tflite: bool = False,
         verbose: int = 1,
         allow_stale_index: bool = False,
+        index_location: str = "auto",
     ) -> ServingExport:
         """Writes the model and its index as a SavedModel that serves with TensorFlow alone.
 
@@ -281,6 +282,10 @@ class IndexMixin(IndexCalibrationMixin):
             verbose: Print what was written if 1. Defaults to 1.
             allow_stale_index: Export a stale index rather than refuse it.
                 Defaults to `False`.
+            index_location: `"auto"` (the default: in the graph up to
+                `serving.MAX_INDEX_BYTES`, beside the SavedModel above it),
+                `"graph"` or `"external"` (saved beside it, served by
+                `serving.IndexServer`); see `export_model`.
 
         Returns:
             The `ServingExport` of what was written.
@@ -316,4 +321,5 @@ class IndexMixin(IndexCalibrationMixin):
             overwrite=overwrite,
             tflite=tflite,
             verbose=verbose,
+            index_location=index_location,
         )
