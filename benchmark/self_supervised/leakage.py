@@ -29,7 +29,7 @@ ranges overlap.
 
 Usage (from the repository root):
 
-    python -m benchmark.self_supervised.leakage            # full run: ~10 min on 2 cores
+    python -m benchmark.self_supervised.leakage            # full run: ~35 min, 2 shared cores
     python -m benchmark.self_supervised.leakage --quick    # smoke run: 1 seed, b=2, 2 steps
 
 Results: `<out>/leakage.json` and `<out>/leakage.md` (`benchmark/results` for a
