@@ -15,10 +15,10 @@ left out:
   step-time overhead, robustness; `sync_bn_overhead.png`, `sync_bn_bytes.png` and
   their `_gpu` twins);
 * the results in `SCRIPT_SECTIONS` (the glyphs runs, architecture builders,
-  search backends, metric losses, one replica's rows of a global-batch loss, the
-  serving export's index size): their
-  benchmark's own `render_markdown`,
-  under a heading and the command that produced them;
+  search backends, metric losses, the metric losses under one protocol, one
+  replica's rows of a global-batch loss, the serving export's index size):
+  their benchmark's own `render_markdown`, under a heading and the command that
+  produced them;
 * `unseen_digits.json`: `benchmark/glyphs/report.py`.
 
 Here: the title, the table of machines, and `REPORT.md` written with the plots
@@ -94,6 +94,10 @@ SCRIPT_SECTIONS = {
         "benchmark.glyphs.teachers",
         "Momentum teachers beside SimCLR on glyphs",
     ),
+    "leakage.json": (
+        "benchmark.self_supervised.leakage",
+        "The batch-norm leak, measured: per-replica, synchronised and shuffle batch norm",
+    ),
     "large_batch.json": ("benchmark.glyphs.large_batch", "Large global batch: LARS against Adam"),
     "architectures.json": ("benchmark.architectures", "Architecture builders"),
     "cached_batches.json": (
@@ -111,6 +115,10 @@ SCRIPT_SECTIONS = {
         "benchmark.metric.losses",
         "Metric losses: global vs per-replica mining",
     ),
+    "metric_protocol.json": (
+        "benchmark.metric.protocol",
+        "Metric losses under one protocol: MAP@R, NMI and AMI on unseen classes",
+    ),
     "replica_rows.json": (
         "benchmark.replica_rows",
         "Global-batch losses: one replica's rows against the number of replicas",
@@ -122,6 +130,10 @@ SCRIPT_SECTIONS = {
     ),
     "views.json": ("benchmark.views", "Two-view augmenters: images per second"),
     "views_peer.json": ("benchmark.views_peer", "SimCLR two views: ours against lightly"),
+    "sync_bn_reference_range.json": (
+        "benchmark.sync_bn.reference_range",
+        'Sync batch norm: the "reduce" exchange step by step, far from the moving mean',
+    ),
 }
 
 
