@@ -335,7 +335,7 @@ class MetricJob(Job):
         data = self.data
         self.index = build_index(self.embed(data.x_train), data.y_train, data=list(data.x_train))
         # Saved as the model's index, so that the pair is switched in together, with the
-        # fingerprint of the weights that made it (see IndexLookupMixin).
+        # fingerprint of the weights that made it (see IndexMixin).
         self.index.embedding_fingerprint = self.model._embedding_fingerprint()
         self.model._index = self.index
         with disk_full_is_usage_error():

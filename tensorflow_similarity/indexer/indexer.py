@@ -82,7 +82,7 @@ class Indexer:
     `save` and `load` keep it, and `reset` forgets it. `None` means unknown
     (embeddings added to the `Indexer` directly, or an index saved before
     fingerprints were recorded). The `Indexer` only keeps it; the model
-    compares it with its weights (see `IndexLookupMixin`).
+    compares it with its weights (see `IndexMixin`).
 
     Item ids are int64, given in order from 0 by a counter that only grows
     and is saved with the index: an id stays its item's across `save`,

@@ -10,8 +10,7 @@ from tensorflow_similarity.models.heads import (
     get_projector,
     projector_widths,
 )
-from tensorflow_similarity.models.index_fingerprint import StaleIndexError, StaleIndexWarning
-from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.models.index import IndexMixin, StaleIndexError, StaleIndexWarning
 from tensorflow_similarity.models.similarity_model import SimilarityModel
 
 __all__ = [

@@ -8,7 +8,7 @@ import keras
 
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator
-from tensorflow_similarity.models.index_mixin import IndexMixin
+from tensorflow_similarity.models.index import IndexMixin
 from tensorflow_similarity.search import Search
 from tensorflow_similarity.stores import Store
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow_similarity.distances import Distance
 from tensorflow_similarity.evaluators import Evaluator, check_clustering_labels, clustering_metrics
 from tensorflow_similarity.models.cached_embeddings import cached_embedding_step, check_chunk_size
-from tensorflow_similarity.models.index_mixin import IndexMixin, canonical_distance
+from tensorflow_similarity.models.index import IndexMixin, canonical_distance
 from tensorflow_similarity.models.non_finite import (
     fit_arguments,
     nan_unless_finite,

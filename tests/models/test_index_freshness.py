@@ -14,9 +14,8 @@ from tensorflow_similarity.losses import MultiSimilarityLoss
 from tensorflow_similarity.models import (
     SimilarityModel,
     create_contrastive_model,
-    index_lookup_mixin,
-    index_mixin,
 )
+from tensorflow_similarity.models.index import freshness, saving
 from tensorflow_similarity.models.index_fingerprint import (
     StaleIndexError,
     StaleIndexWarning,
@@ -50,7 +49,7 @@ def _train(model, x, y):
 def _fake_export(monkeypatch):
     """Replaces the SavedModel writer: the calls `export_serving` makes to it."""
     calls = []
-    monkeypatch.setattr(index_mixin, "export_model", lambda *args, **kw: calls.append(args))
+    monkeypatch.setattr(saving, "export_model", lambda *args, **kw: calls.append(args))
     return calls
 
 
@@ -192,10 +191,8 @@ def test_lookups_reuse_the_fingerprint_until_the_sample_key_changes(monkeypatch)
     x, y = _data()
     model.index(x, y, verbose=0)
     hashed = []
-    original = index_lookup_mixin.weights_sha256
-    monkeypatch.setattr(
-        index_lookup_mixin, "weights_sha256", lambda v: hashed.append(1) or original(v)
-    )
+    original = freshness.weights_sha256
+    monkeypatch.setattr(freshness, "weights_sha256", lambda v: hashed.append(1) or original(v))
     model.lookup(x[:2], k=1, verbose=0)
     model.single_lookup(x[0], k=1)
     assert hashed == []

@@ -3,7 +3,7 @@
 `index_path` names the index folder of a model file (or folder);
 `recover_pair` resolves a save of the two that a crash interrupted, and
 `index_of_model_file` finds the index folder that belongs to a model
-file, which `IndexLookupMixin.load_index` reads.
+file, which `IndexMixin.load_index` reads.
 """
 
 from __future__ import annotations
