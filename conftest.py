@@ -27,3 +27,7 @@ collect_ignore_glob = [
     for pattern, packages in _OPTIONAL.items()
     if any(importlib.util.find_spec(package) is None for package in packages)
 ]
+# A method registered when its module is imported: only its own tests import it (and
+# unregister it after), so that collecting doctests does not leave it in every process's
+# registry, where the docs' tests would find a method the package does not have.
+collect_ignore = ["tests/cli/one_module_method.py"]
