@@ -31,3 +31,19 @@ def _fresh_keras_state():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def float64():
+    """Keras' floatx and dtype policy float64 for one test (exactness to ~1e-12), then restored.
+
+    A module whose every test needs it says `pytestmark = pytest.mark.usefixtures("float64")`.
+    """
+    import keras
+
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
+    yield
+    keras.config.set_floatx(previous)
+    keras.config.set_dtype_policy(previous)

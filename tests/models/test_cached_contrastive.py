@@ -27,14 +27,7 @@ VIEW1 = BASE + 0.3 * RNG.normal(size=BASE.shape)
 VIEW2 = BASE + 0.3 * RNG.normal(size=BASE.shape)
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-    keras.config.set_dtype_policy(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 @keras.saving.register_keras_serializable(package="TestCachedContrastive")

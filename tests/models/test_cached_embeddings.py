@@ -40,14 +40,7 @@ LOSSES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-    keras.config.set_dtype_policy(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def build(loss=None, chunk_size=None, middle=None, **layer_kwargs):

@@ -65,16 +65,6 @@ class KeyQueue(ContrastiveAlgorithm):
 
 
 @pytest.fixture
-def float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-    keras.config.set_dtype_policy(previous)
-
-
-@pytest.fixture
 def key_queue():
     register_algorithm(KeyQueue)
     yield KeyQueue.name

@@ -23,14 +23,7 @@ from tests.models.contrastive_fixtures import tiny_model, views
 QUEUE = 32  # A multiple of the 8 keys a step enqueues, and of the 16 of two micro-batches.
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-    keras.config.set_dtype_policy(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def mocov2(queue_size=QUEUE, **kwargs):

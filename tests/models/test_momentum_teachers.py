@@ -26,14 +26,7 @@ TEACHERS = ["byol", "mocov3", "dino"]
 DINO_OPTIONS = {"warmup_teacher_temperature_epochs": 1, "freeze_last_layer_epochs": 0}
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """Every model and loss of this module in float64 (a loss's dtype follows floatx)."""
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def teacher_model(algorithm, **kwargs):

@@ -30,15 +30,6 @@ GLOBAL_BATCH = 8
 SEED = 5
 
 
-@pytest.fixture
-def float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-
-
 def dense_backbone() -> keras.Model:
     inputs = keras.Input((FEATURES,))
     x = keras.layers.Dense(8)(inputs)

@@ -24,14 +24,7 @@ from tests.models.contrastive_fixtures import IMAGE_SHAPE
 OPTIONS = {"queue_size": 16, "freeze_prototypes_steps": 1}
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_floatx(previous)
-    keras.config.set_dtype_policy(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def swav(options=None, **kwargs):
