@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -14,7 +15,7 @@ import keras
 import numpy as np
 
 from tensorflow_similarity import _atomic
-from tensorflow_similarity._validation import check_int, check_number
+from tensorflow_similarity._validation import check_int, check_number, is_int
 from tensorflow_similarity.distances import (
     CosineDistance,
     Distance,
@@ -24,7 +25,9 @@ from tensorflow_similarity.distances import (
 )
 from tensorflow_similarity.search.search import Search
 
-FORMAT_VERSION = 1
+# 2: the record holds "max_visible_id". Version 1 still loads, every row visible.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 FILE_NAME = "milvus_search.json"
 ID_FIELD, VECTOR_FIELD, LABEL_FIELD, NAME_FIELD = "id", "embedding", "label", "name"
 NAME_MAX_LENGTH = 1024
@@ -97,7 +100,25 @@ class MilvusSearch(Search):
 
     Ids are unique: `batch_add` refuses an id the collection holds (Milvus
     itself would keep both rows); `upsert` replaces rows, `remove` deletes
-    them. Requests are sent `batch_size` rows or queries at a time, read
+    them.
+
+    Adds are isolated from readers of a save, as an `Indexer` adds: under
+    ids above every id the collection held. The search shows only the ids
+    up to `max_visible_id` (every count, id listing and lookup, a
+    `filter=` included, is bounded by it); its own adds and upserts raise
+    the bound, `save` records it and `load` restores it. A process that
+    loads a save therefore sees exactly the saved rows while a writer
+    appends more, and the rows of an add that a crash interrupted (after
+    the save, before the next) stay invisible: the first write after a
+    `load` deletes them, with a `UserWarning` saying how many, before an
+    id can be given again. Removals and upserts are not isolated: Milvus
+    applies them to the collection at once, so a reader sees them before
+    the save, and an index saved before a removal no longer loads (its
+    rows are gone). One process writes a collection at a time; a second
+    writer's first write would delete the first's unsaved rows. A search
+    created on an existing collection (not loaded) shows every row.
+
+    Requests are sent `batch_size` rows or queries at a time, read
     with strong consistency, and wait at most `timeout` seconds. Milvus
     Lite's exact L2 search holds a `[queries, rows, dim]` array per request:
     lower `batch_size` (or use cosine, inner product or an approximate
@@ -203,12 +224,27 @@ class MilvusSearch(Search):
         self.batch_size = check_int("batch_size", batch_size, minimum=1, owner=owner)
         self._pymilvus = import_pymilvus(owner)
         self._client = self._connect()
+        # None shows every row; set by _open_collection, reset, load and each write.
+        self._max_visible_id: int | None = None
+        # Whether rows above the bound (an interrupted add's) may exist and go before a write.
+        self._leftovers_pending = False
         self._open_collection()
 
     @property
     def is_exact(self) -> bool:
         """Whether lookups are exact (a FLAT index)."""
         return self.index_type == "FLAT"
+
+    @property
+    def max_visible_id(self) -> int | None:
+        """The largest id this search shows, or `None` if it shows every row.
+
+        -1 for a new or reset collection; raised by this search's adds and
+        upserts; recorded by `save` and restored by `load`. `None` for a
+        search created on an existing collection, or loaded from a save of
+        format version 1.
+        """
+        return self._max_visible_id
 
     # Search's verbs.
 
@@ -217,7 +253,7 @@ class MilvusSearch(Search):
             "count the rows",
             self._client.query,
             self.collection,
-            filter="",
+            filter=self._visible(),
             output_fields=["count(*)"],
             consistency_level="Strong",
         )
@@ -227,6 +263,7 @@ class MilvusSearch(Search):
         """Drops the collection and creates it again, empty."""
         self._call("drop the collection", self._client.drop_collection, self.collection)
         self._create_collection()
+        self._max_visible_id, self._leftovers_pending = -1, False
 
     def batch_add(
         self,
@@ -324,7 +361,8 @@ class MilvusSearch(Search):
             filter: A Milvus boolean expression on `id`, `label` and `name`
                 (`"label in [1, 2]"`), or `None` for every row. Rows that
                 fail it are not candidates; fewer than `k` matches are padded
-                with id -1 at distance `inf`.
+                with id -1 at distance `inf`. Rows above `max_visible_id`
+                are never candidates.
 
         Returns:
             `(idxs, distances)`, each of shape `[n, k]` (int64 and float32),
@@ -344,13 +382,19 @@ class MilvusSearch(Search):
         return self._search(queries, k, filter or "")
 
     def ids(self) -> np.ndarray:
-        """The ids the collection holds, in ascending order (Milvus keeps no insertion order)."""
+        """The ids the search shows (up to `max_visible_id`), in ascending order.
+
+        Milvus keeps no insertion order.
+        """
+        return self._list_ids(self._visible())
+
+    def _list_ids(self, filter_: str) -> np.ndarray:
         iterator = self._call(
             "list the ids",
             self._client.query_iterator,
             self.collection,
             batch_size=max(self.batch_size, 1000),
-            filter="",
+            filter=filter_,
             output_fields=[ID_FIELD],
             consistency_level="Strong",
         )
@@ -385,6 +429,7 @@ class MilvusSearch(Search):
         return self._search(queries, k, "")
 
     def _remove(self, idxs: np.ndarray) -> None:
+        self._delete_leftovers()
         for start in range(0, len(idxs), self.batch_size):
             chunk = idxs[start : start + self.batch_size].tolist()
             self._call("delete rows", self._client.delete, self.collection, ids=chunk)
@@ -406,7 +451,7 @@ class MilvusSearch(Search):
                 self.collection,
                 data=queries[start : start + self.batch_size].tolist(),
                 limit=k,
-                filter=filter_,
+                filter=self._visible(filter_),
                 anns_field=VECTOR_FIELD,
                 search_params={"metric_type": self.metric, "params": params},
                 output_fields=[ID_FIELD],
@@ -425,10 +470,15 @@ class MilvusSearch(Search):
 
     def _save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        bound = self._max_visible_id
+        if bound is None:
+            ids = self._list_ids("")
+            bound = int(ids[-1]) if len(ids) else -1
         record = {
             "kind": type(self).__name__,
             "format_version": FORMAT_VERSION,
             "config": self.get_config(),
+            "max_visible_id": bound,
         }
         _atomic.write_text(path / FILE_NAME, json.dumps(record, indent=1))
 
@@ -442,10 +492,17 @@ class MilvusSearch(Search):
             kind, version, config = record["kind"], record["format_version"], record["config"]
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"{owner}: {str(file)!r} is corrupt ({err}). Save again.") from err
-        if kind != owner or version != FORMAT_VERSION or not isinstance(config, dict):
+        if kind != owner or version not in READ_VERSIONS or not isinstance(config, dict):
             raise ValueError(
                 f"{owner}: {str(file)!r} holds a {kind!r} of format {version!r}, not a {owner} "
-                f"of format {FORMAT_VERSION}. Load it with the class that saved it."
+                f"of format {' or '.join(map(str, READ_VERSIONS))}. Load it with the class "
+                "that saved it."
+            )
+        bound = record.get("max_visible_id") if version >= 2 else None
+        if version >= 2 and not (is_int(bound) and bound >= -1):
+            raise ValueError(
+                f"{owner}: {str(file)!r} is corrupt (max_visible_id {bound!r} is not an "
+                "integer >= -1). Save again."
             )
         self._check_saved_config(config, path)
         keys = ("uri", "collection", "index_type")
@@ -455,6 +512,9 @@ class MilvusSearch(Search):
         previous = (self._client, self.uri, self.collection, self.index_type)
         self._client, self.uri, self.collection = client, config["uri"], config["collection"]
         self.index_type = config["index_type"]
+        bounds = (self._max_visible_id, self._leftovers_pending)
+        self._max_visible_id = None if bound is None else int(bound)
+        self._leftovers_pending = bound is not None
         try:
             if not self._call("check the collection", client.has_collection, self.collection):
                 raise RuntimeError(
@@ -464,6 +524,7 @@ class MilvusSearch(Search):
             self._check_collection()
         except BaseException:
             self._client, self.uri, self.collection, self.index_type = previous
+            self._max_visible_id, self._leftovers_pending = bounds
             raise
         self.index_params = dict(config.get("index_params") or {})
         self.search_params = dict(config.get("search_params") or {})
@@ -472,6 +533,46 @@ class MilvusSearch(Search):
 
     def _where(self) -> str:
         return f"{type(self).__name__} (uri {self.uri!r}, collection {self.collection!r})"
+
+    def _visible(self, filter_: str = "") -> str:
+        """`filter_` and the bound `id <= max_visible_id`, the expression every read uses."""
+        if self._max_visible_id is None:
+            return filter_
+        bound = f"{ID_FIELD} <= {self._max_visible_id}"
+        return f"({filter_}) and {bound}" if filter_ else bound
+
+    def _delete_leftovers(self) -> None:
+        """Deletes the rows above the loaded bound, once, before the first write after `load`.
+
+        They are an interrupted add's: never saved, and holding ids the
+        next add gives again, which Milvus would keep twice.
+        """
+        if not self._leftovers_pending:
+            return
+        above = f"{ID_FIELD} > {self._max_visible_id}"
+        rows = self._call(
+            "count the rows above the saved ids",
+            self._client.query,
+            self.collection,
+            filter=above,
+            output_fields=["count(*)"],
+            consistency_level="Strong",
+        )
+        count = int(rows[0]["count(*)"])
+        if count:
+            self._call(
+                "delete the unsaved rows", self._client.delete, self.collection, filter=above
+            )
+            warnings.warn(
+                f"{self._where()}: deleted {count} row{'s' * (count != 1)} with ids above "
+                f"{self._max_visible_id}, the last id of the loaded save, before writing. An "
+                "add that did not finish wrote them (a process killed or failed between the "
+                "save and the next); they were never part of the save, and their ids are "
+                "given again. Save after each add you want to keep.",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._leftovers_pending = False
 
     def _connect(self, uri: str | None = None, collection: str | None = None) -> Any:
         uri = self.uri if uri is None else uri
@@ -535,6 +636,7 @@ class MilvusSearch(Search):
             self._check_collection()
         else:
             self._create_collection()
+            self._max_visible_id = -1
 
     def _create_collection(self) -> None:
         milvus = self._pymilvus
@@ -599,6 +701,11 @@ class MilvusSearch(Search):
                     f"with {key_name}={value!r}, or drop the collection."
                 )
         self._fields = set(fields)
+        # A collection reopened after its process ended (or a server restart) is released:
+        # Milvus answers no search, query or count until it is loaded again.
+        self._call("load the collection", self._client.load_collection, self.collection)
+        # A collection reopened after its process ended (or a server restart) is released:
+        # Milvus answers no search, query or count until it is loaded again.
 
     def _checked_rows(
         self,
@@ -642,7 +749,7 @@ class MilvusSearch(Search):
             )
 
     def _held_ids(self, ids: np.ndarray) -> np.ndarray:
-        """Which of `ids` the collection holds."""
+        """Which of `ids` the search shows."""
         held: list[int] = []
         for start in range(0, len(ids), self.batch_size):
             chunk = ids[start : start + self.batch_size].tolist()
@@ -650,7 +757,7 @@ class MilvusSearch(Search):
                 "look up ids",
                 self._client.query,
                 self.collection,
-                filter=f"{ID_FIELD} in {chunk}",
+                filter=self._visible(f"{ID_FIELD} in {chunk}"),
                 output_fields=[ID_FIELD],
                 consistency_level="Strong",
             )
@@ -682,8 +789,13 @@ class MilvusSearch(Search):
         names: list[str] | None,
     ) -> None:
         function = self._client.insert if verb == "insert" else self._client.upsert
+        self._delete_leftovers()
         for start in range(0, len(ids), self.batch_size):
             stop = min(start + self.batch_size, len(ids))
+            if self._max_visible_id is not None:
+                # Raised before the request, so that rows a failed request may have
+                # written are this search's to see and remove.
+                self._max_visible_id = max(self._max_visible_id, int(ids[start:stop].max()))
             rows = [
                 {
                     ID_FIELD: int(ids[i]),

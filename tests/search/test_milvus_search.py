@@ -149,6 +149,35 @@ def test_save_writes_the_config_and_load_reconnects(uri, tmp_path):
     np.testing.assert_allclose(after[1], before[1], rtol=1e-6, atol=1e-6)
 
 
+def test_a_loaded_search_shows_only_the_saved_rows_filter_included(uri, tmp_path):
+    rng = np.random.default_rng(5)
+    keys, queries = rng.normal(size=(10, 8)), rng.normal(size=(3, 8))
+    labels = np.arange(10) % 2
+    writer = _search(uri, "l2")
+    writer.batch_add(keys[:6], np.arange(6), labels=labels[:6])
+    writer.save(tmp_path)
+    reader = _search(uri, "l2")
+    reader.load(tmp_path)
+    writer.batch_add(keys[6:], np.arange(6, 10), labels=labels[6:])  # not saved
+    assert writer.size() == 10 and reader.size() == 6
+    np.testing.assert_array_equal(reader.ids(), np.arange(6))
+    saved_odd = np.array([1, 3, 5])
+    want = knn_loop("euclidean", queries, keys[saved_odd], saved_odd, 3)
+    got = reader.batch_lookup(queries, k=3, filter="label == 1")
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+    assert (writer.max_visible_id, reader.max_visible_id) == (9, 5)
+    # A save of format 1 recorded no bound: every row shows.
+    file = tmp_path / "milvus_search.json"
+    record = json.loads(file.read_text())
+    file.write_text(json.dumps({**record, "format_version": 1, "max_visible_id": None}))
+    reader.load(tmp_path)
+    assert reader.max_visible_id is None and reader.size() == 10
+    file.write_text(json.dumps({**record, "max_visible_id": "5"}))
+    with pytest.raises(ValueError, match="max_visible_id '5' is not an integer"):
+        reader.load(tmp_path)
+
+
 def test_indexer_save_and_load_keep_the_collection(uri, tmp_path):
     rng = np.random.default_rng(4)
     keys = rng.normal(size=(20, 8)).astype(np.float32)
@@ -207,3 +236,16 @@ def test_arguments_are_checked_before_connecting(uri):
     with pytest.raises(ValueError, match="Use LinearSearch"):
         MilvusSearch("manhattan", 8, uri=uri)
     assert isinstance(make_search("milvus", "cosine", 8, uri=uri, collection="named"), MilvusSearch)
+
+
+def test_a_released_collection_is_loaded_again_when_reopened(uri):
+    # A collection reopened by a new process (or after a server restart) is released;
+    # reopening it must load it, or every count and search fails.
+    keys = np.random.default_rng(3).normal(size=(20, 8)).astype(np.float32)
+    first = _search(uri, "l2")
+    first.batch_add(keys, np.arange(20))
+    first._client.release_collection(first.collection)
+    reopened = _search(uri, "l2", collection=first.collection)
+    assert reopened.size() == 20
+    got_ids, _ = reopened.batch_lookup(keys[:3], k=1)
+    np.testing.assert_array_equal(got_ids[:, 0], [0, 1, 2])
