@@ -7,6 +7,7 @@ import json
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,6 +157,10 @@ class FaissOnDiskSearch(Search):
     and a copy of the lists into `path`; `load(path)` maps the saved lists
     read-only, without reading them, and copies them into `directory` only
     when the index is next changed, so the saved folder is never modified.
+    Saving into `directory` itself writes no copy; a search created on a
+    folder that holds a saved index keeps it until `load(directory)` opens
+    it in place (later changes and saves modify it there) or, not loaded,
+    the first change replaces it, with a warning.
 
     Args:
         distance: A `Distance` or its name: cosine, inner_product, euclidean
@@ -235,7 +240,9 @@ class FaissOnDiskSearch(Search):
         else:
             self.directory = Path(directory)
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._clear()
+        # An index saved into `directory` stays until this one changes: `load(directory)`
+        # opens it in place.
+        self._clear(keep_files=(self.directory / META_FILE).exists())
 
     def _clear(self, keep_files: bool = False) -> None:
         if not keep_files:
@@ -284,6 +291,7 @@ class FaissOnDiskSearch(Search):
                 f"{type(self).__name__}: the index is already trained. Call reset() first to "
                 "train it again."
             )
+        self._writable()
         self._train(self._prepare(samples))
         self._flush_pending()
 
@@ -390,13 +398,16 @@ class FaissOnDiskSearch(Search):
             compression=False,
         )
         same = path.resolve() == self._source.resolve()
-        if not same:
-            for file in (IDS_FILE, LISTS_FILE):
-                with _atomic.writing_file(path / file) as partial:
-                    if (self._source / file).exists():
-                        shutil.copyfile(self._source / file, partial)
-                    else:
-                        Path(partial).touch()
+        for file in (IDS_FILE, LISTS_FILE):
+            if same:
+                # Before training (or before the first add) the working folder lacks them.
+                (path / file).touch()
+                continue
+            with _atomic.writing_file(path / file) as partial:
+                if (self._source / file).exists():
+                    shutil.copyfile(self._source / file, partial)
+                else:
+                    Path(partial).touch()
         with _atomic.writing_file(path / INDEX_FILE) as partial:
             if self._index is None:
                 Path(partial).touch()
@@ -632,8 +643,22 @@ class FaissOnDiskSearch(Search):
     # Files.
 
     def _writable(self) -> None:
-        """Copies a loaded folder's ids and lists into `directory` before the first change."""
+        """Copies a loaded folder's ids and lists into `directory` before the first change.
+
+        A saved index found in `directory` when this search was created, and not loaded,
+        is replaced (with a warning) by the first change.
+        """
         if self._source == self.directory:
+            if self._rows == 0 and (self.directory / META_FILE).exists():
+                warnings.warn(
+                    f"{type(self).__name__}: {str(self.directory)!r} holds a saved index that "
+                    "this search did not load; changing this new, empty index replaces it. Call "
+                    "load() on that folder first to keep it, or pass another directory.",
+                    UserWarning,
+                    stacklevel=4,
+                )
+                (self.directory / META_FILE).unlink()
+                self._clear()
             return
         for file in (IDS_FILE, LISTS_FILE, INDEX_FILE):
             shutil.copyfile(self._source / file, self.directory / file)
@@ -652,7 +677,8 @@ class FaissOnDiskSearch(Search):
     def _id_chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         """Yields `(first row, ids)` of the ids file, `ID_CHUNK` at a time."""
         path = self._source / IDS_FILE
-        total = path.stat().st_size // 8
+        # The state's rows: the folder may hold a saved index this one has not loaded.
+        total = self._rows
         with open(path, "rb") as file:
             for start in range(0, total, ID_CHUNK):
                 yield start, np.fromfile(file, np.int64, min(ID_CHUNK, total - start))
