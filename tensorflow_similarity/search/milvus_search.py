@@ -111,10 +111,10 @@ class MilvusSearch(Search):
     appends more, and the rows of an add that a crash interrupted (after
     the save, before the next) stay invisible: the first write after a
     `load` deletes them, with a `UserWarning` saying how many, before an
-    id can be given again. Removals and upserts are not isolated: Milvus
-    applies them to the collection at once, so a reader sees them before
-    the save, and an index saved before a removal no longer loads (its
-    rows are gone). One process writes a collection at a time; a second
+    id can be given again. Removals, and upserts of ids the search shows,
+    are not isolated: Milvus applies them to the collection at once, so a
+    reader sees them before the save, and an index saved before a removal
+    no longer loads (its rows are gone). One process writes a collection at a time; a second
     writer's first write would delete the first's unsaved rows. A search
     created on an existing collection (not loaded) shows every row.
 
@@ -565,9 +565,9 @@ class MilvusSearch(Search):
             )
             warnings.warn(
                 f"{self._where()}: deleted {count} row{'s' * (count != 1)} with ids above "
-                f"{self._max_visible_id}, the last id of the loaded save, before writing. An "
-                "add that did not finish wrote them (a process killed or failed between the "
-                "save and the next); they were never part of the save, and their ids are "
+                f"{self._max_visible_id}, the last id of the loaded save, before writing: an "
+                "add made after that save and never saved wrote them (its process was killed, "
+                "failed or ended first). They were never part of the save, and their ids are "
                 "given again. Save after each add you want to keep.",
                 UserWarning,
                 stacklevel=2,

@@ -152,13 +152,13 @@ def test_a_kill_during_a_milvus_streaming_add_leaves_the_saved_state(tmp_path):
     assert every_row.size() == 26
     # ... and the save loads as it was saved, unaware of them.
     loaded = Indexer.load(path, verbose=0)
-    np.testing.assert_array_equal(loaded.ids(), np.arange(20))
+    np.testing.assert_array_equal(loaded.search.ids(), np.arange(20))
     _assert_exact(loaded, rows, np.arange(20))
     # The next add deletes them first, and gives their ids again.
     with pytest.warns(UserWarning, match="deleted 6 rows with ids above 19"):
         loaded.batch_add(STREAM[2], labels=[7, 7, 7], verbose=0)
     keys = np.concatenate([rows, STREAM[2]])
-    np.testing.assert_array_equal(loaded.ids(), np.arange(23))
+    np.testing.assert_array_equal(loaded.search.ids(), np.arange(23))
     _assert_exact(loaded, keys, np.arange(23))
     assert every_row.size() == 23
     loaded.save(path)
@@ -177,18 +177,19 @@ def test_a_process_loading_a_milvus_save_sees_only_the_saved_rows(tmp_path):
             os.close(read)
             reader = Indexer.load(tmp_path / "index", verbose=0)
             (ids, distances), _ = _exact(reader, rows, np.arange(20))
-            result = {"ids": reader.ids().tolist(), "lookup": [ids, distances]}
+            result = {"ids": reader.search.ids().tolist(), "lookup": [ids, distances]}
             os.write(write, json.dumps(result).encode())
         finally:
             os._exit(0)
     os.close(write)
+    status = _wait(pid, "reader")  # its few kilobytes fit the pipe's buffer
     with os.fdopen(read, "rb") as pipe:
         result = json.loads(pipe.read() or b"null")
-    assert os.WEXITSTATUS(_wait(pid, "reader")) == 0
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert result is not None, "the reader child failed (its error is on stderr)"
     assert result["ids"] == list(range(20))
     _, (want_ids, want_distances) = _exact(writer, rows, np.arange(20))
     np.testing.assert_array_equal(result["lookup"][0], want_ids)
     np.testing.assert_allclose(result["lookup"][1], want_distances, rtol=1e-5, atol=1e-5)
     # The writer sees its own add.
-    np.testing.assert_array_equal(writer.ids(), np.arange(25))
+    np.testing.assert_array_equal(writer.search.ids(), np.arange(25))
