@@ -114,9 +114,10 @@ class MilvusSearch(Search):
     id can be given again. Removals, and upserts of ids the search shows,
     are not isolated: Milvus applies them to the collection at once, so a
     reader sees them before the save, and an index saved before a removal
-    no longer loads (its rows are gone). One process writes a collection at a time; a second
-    writer's first write would delete the first's unsaved rows. A search
-    created on an existing collection (not loaded) shows every row.
+    no longer loads (its rows are gone). One process writes a collection
+    at a time; a second writer's first write would delete the first's
+    unsaved rows. A search created on an existing collection (not loaded)
+    shows every row.
 
     Requests are sent `batch_size` rows or queries at a time, read
     with strong consistency, and wait at most `timeout` seconds. Milvus
