@@ -167,6 +167,13 @@ def test_a_loaded_search_shows_only_the_saved_rows_filter_included(uri, tmp_path
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
     assert (writer.max_visible_id, reader.max_visible_id) == (9, 5)
+    # A search opened on the collection shows every row, and its save records the last id.
+    opened = _search(uri, "l2", collection=writer.collection)
+    assert opened.max_visible_id is None and opened.size() == 10
+    opened.save(tmp_path / "opened")
+    assert (
+        json.loads((tmp_path / "opened" / "milvus_search.json").read_text())["max_visible_id"] == 9
+    )
     # A save of format 1 recorded no bound: every row shows.
     file = tmp_path / "milvus_search.json"
     record = json.loads(file.read_text())
