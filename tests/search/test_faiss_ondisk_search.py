@@ -172,9 +172,9 @@ MEMORY_SCRIPT = textwrap.dedent(
     from tensorflow_similarity.search import FaissOnDiskSearch
     from tensorflow_similarity.stores import MemmapStore
 
-    def peak_mb():
+    def status_mb(field):
         for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
 
     folder = sys.argv[1]
@@ -182,19 +182,25 @@ MEMORY_SCRIPT = textwrap.dedent(
     index = Indexer(16, "l2", search=search, kv_store=MemmapStore(f"{folder}/store"))
     rng = np.random.default_rng(0)
     queries = rng.standard_normal((64, 16), dtype=np.float32)
-    peaks = {}
+    memory = {}
 
-    def batches():
-        for step in range(20):
+    def batches(first, last):
+        for step in range(first, last):
             yield rng.standard_normal((100_000, 16), dtype=np.float32), np.full(100_000, step)
-            added = (step + 1) * 100_000
-            if added in (500_000, 2_000_000):
-                search.batch_lookup(queries, k=10)
-                peaks[added] = peak_mb()
 
-    index.batch_add(batches())
+    for first, last in ((0, 5), (5, 20)):
+        index.batch_add(batches(first, last))
+        added = index.size()
+        after_add = status_mb("RssFile")
+        index.batch_lookup(queries, k=10, verbose=0)
+        index.batch_get(rng.choice(added, 4000, replace=False).tolist())
+        memory[added] = {
+            "peak": status_mb("VmHWM"),
+            "file_after_add": after_add,
+            "file_after_reads": status_mb("RssFile"),
+        }
     assert index.size() == 2_000_000
-    print(json.dumps(peaks))
+    print(json.dumps(memory))
     """
 )
 
@@ -202,12 +208,14 @@ MEMORY_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_resident_memory_does_not_grow_with_the_index(tmp_path):
     # 2,000,000 16-d embeddings with labels from a generator, through Indexer.batch_add into a
-    # MemmapStore and this search, 100,000 at a time, looked up at 500,000 and at the end. From
-    # 500,000 to 2,000,000 the store and the lists take 1.5e6 * 64 bytes of embeddings each,
-    # more than 90 MiB, while the peak resident memory must grow by less than a third of that:
-    # neither the stream, the store nor the search holds them. What does grow is the index's
-    # table of ids (9 bytes an item) and the pages of the lists not yet released (16 MiB).
-    # The search is looked up directly: the store's reads keep their pages mapped.
+    # MemmapStore and this search, 100,000 at a time; after 500,000 and after 2,000,000 a
+    # 64-query lookup and a batch_get of 4,000 random ids. From 500,000 to 2,000,000 the store
+    # and the lists take 1.5e6 * 64 bytes of embeddings each, more than 90 MiB, while the peak
+    # resident memory must grow by less than a third of that: neither the stream, the store nor
+    # the search holds them. What does grow is the index's table of ids (9 bytes an item) and
+    # the pages of the lists not yet released (16 MiB). The pages of the files mapped into the
+    # process (RssFile) must not grow with the count either, after the adds (the store's
+    # appends) nor after the reads (the store's rows, read without mapping its files).
     bound_mb = 30
     assert 1_500_000 * 16 * 4 / 2**20 >= 3 * bound_mb
     result = subprocess.run(
@@ -217,8 +225,10 @@ def test_resident_memory_does_not_grow_with_the_index(tmp_path):
         timeout=600,
         check=True,
     )
-    peaks = {int(count): mb for count, mb in json.loads(result.stdout.splitlines()[-1]).items()}
-    assert peaks[2_000_000] - peaks[500_000] < bound_mb, peaks
+    memory = {int(count): mb for count, mb in json.loads(result.stdout.splitlines()[-1]).items()}
+    small, big = memory[500_000], memory[2_000_000]
+    for measure in ("peak", "file_after_add", "file_after_reads"):
+        assert big[measure] - small[measure] < bound_mb, (measure, memory)
 
 
 def test_train_on_other_samples_then_add():
@@ -239,3 +249,41 @@ def test_train_on_other_samples_then_add():
     np.testing.assert_allclose(distances, want_distances, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="already trained"):
         search.train(samples)
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_saved_into_its_working_folder_loads(tmp_path, trained):
+    # Saving into `directory` itself writes no copy; before training the folder had no
+    # lists file, and the saved index then refused to load.
+    rng = np.random.default_rng(5)
+    keys, queries = rng.normal(size=(60, 4)), rng.normal(size=(3, 4))
+    search = FaissOnDiskSearch(
+        "euclidean", dim=4, nlist=4, nprobe=4, train_size=40, directory=tmp_path
+    )
+    search.batch_add(keys if trained else keys[:20], np.arange(60 if trained else 20))
+    assert search.is_built() == trained
+    search.save(tmp_path)
+    loaded = FaissOnDiskSearch("euclidean", dim=4, nlist=4, nprobe=4, directory=tmp_path)
+    loaded.load(tmp_path)
+    count = 60 if trained else 20
+    want_ids, want_distances = knn_loop("euclidean", queries, keys[:count], np.arange(count), 3)
+    idxs, distances = loaded.batch_lookup(queries, k=3)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=1e-5)
+
+
+def test_a_new_search_on_a_saved_folder_keeps_it_until_it_changes(tmp_path):
+    # Creating a search on the folder of a saved index used to delete that index at once.
+    rng = np.random.default_rng(6)
+    keys = rng.normal(size=(50, 4))
+    search = FaissOnDiskSearch("l2", dim=4, nlist=2, nprobe=2, train_size=20, directory=tmp_path)
+    search.batch_add(keys, np.arange(50))
+    search.save(tmp_path)
+    saved = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    fresh = FaissOnDiskSearch("l2", dim=4, nlist=2, nprobe=2, directory=tmp_path)
+    assert fresh.size() == 0 and len(fresh.ids()) == 0
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == saved
+    with pytest.warns(UserWarning, match="holds a saved index that this search did not load"):
+        fresh.batch_add(keys[:3], np.arange(3) + 100)
+    assert fresh.ids().tolist() == [100, 101, 102]
+    np.testing.assert_array_equal(fresh.batch_lookup(keys[:1], k=1)[0], [[100]])

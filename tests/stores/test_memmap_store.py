@@ -210,3 +210,52 @@ def test_keep_interrupted_by_a_crash_opens_as_before_or_after(tmp_path, monkeypa
         reopened.embedding_rows(), np.arange(12.0).reshape(6, 2)[want].astype(np.float32)
     )
     assert not list(tmp_path.glob("*.compact*"))
+
+
+def test_batch_get_reads_repeated_unsorted_and_consecutive_ids(tmp_path):
+    embeddings, labels, images = _records(count=9)
+    labels[4] = None
+    disk, memory = MemmapStore(tmp_path), MemoryStore()
+    for store in (disk, memory):
+        store.batch_add(embeddings, labels, images)
+    ids = [8, 3, 3, 0, 1, 2, 4, 7, 6, 0]
+    got, want = disk.batch_get(ids), memory.batch_get(ids)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    np.testing.assert_array_equal(np.stack(got[2]), np.stack(want[2]))
+    assert disk.batch_get([])[0].shape == (0, 4)
+
+
+def _resident_file_bytes():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("RssFile is not reported (Linux only)")
+
+
+def test_batch_get_leaves_no_page_of_the_files_resident(tmp_path):
+    # 20,000 rows of 128 floats (10 MB) read at 500 random ids: a read through a memory map
+    # would leave at least each row's page mapped, and the kernel maps pages around it.
+    rng = np.random.default_rng(0)
+    store = MemmapStore(tmp_path)
+    store.batch_add(rng.normal(size=(20_000, 128)).astype(np.float32), labels=np.arange(20_000))
+    before = _resident_file_bytes()
+    ids = rng.choice(20_000, 500, replace=False)
+    got = store.batch_get(ids.tolist())
+    assert got[1] == ids.tolist()
+    assert _resident_file_bytes() - before < 1 << 20
+
+
+def test_a_store_loaded_in_place_reads_the_files_it_loaded(tmp_path):
+    # A save over the folder (Indexer.save switches folders by renames) does not mix the
+    # replaced files with the ones a loaded store reads.
+    embeddings, labels, _ = _records()
+    MemmapStore(tmp_path / "saved").batch_add(embeddings, labels)
+    store = MemmapStore(tmp_path / "saved")
+    store.load(tmp_path / "saved")
+    (tmp_path / "saved").rename(tmp_path / "old")
+    MemmapStore(tmp_path / "saved").batch_add(embeddings[:2] + 1, [9, 9])
+    got = store.batch_get([5, 0])
+    np.testing.assert_array_equal(got[0], embeddings[[5, 0]])
+    assert got[1] == [labels[5], labels[0]]
