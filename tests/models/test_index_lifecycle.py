@@ -49,3 +49,23 @@ def test_upsert_index_checks_the_ids_and_the_weights():
     with pytest.raises(StaleIndexError):
         model.upsert_index([0, 1], x)
     assert model.index_size() == 2
+
+
+def test_load_index_passes_search_options_to_the_saved_search(tmp_path):
+    pytest.importorskip("faiss")
+    from tensorflow_similarity.search import FaissOnDiskSearch
+
+    model = _model()
+    search = FaissOnDiskSearch("euclidean", 4, nlist=2, nprobe=2, train_size=4)
+    model.create_index("euclidean", search=search)
+    x = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+    model.index(x, np.arange(8) % 2, verbose=0)
+    model.save(tmp_path / "m.keras")
+    other = _model()
+    other.load_index(tmp_path / "m.keras", search_options={"directory": tmp_path / "work"})
+    assert other._index.search.directory == tmp_path / "work"
+    assert other.single_lookup(x[5], k=1)[0].id == 5
+    other.index(x[:1], [0], verbose=0)
+    assert (tmp_path / "work" / "faiss_ondisk.ids").stat().st_size == 8 * 9
+    with pytest.raises(ValueError, match="cannot change 'nprobe'"):
+        other.load_index(tmp_path / "m.keras", search_options={"nprobe": 1})

@@ -65,7 +65,13 @@ def save_index(self, filepath: str | Path, compression: bool = True) -> None:
     _atomic.discard_dir(old)
 
 
-def load_index(self, filepath: str | Path, safe_mode: bool = True) -> None:
+def load_index(
+    self,
+    filepath: str | Path,
+    safe_mode: bool = True,
+    *,
+    search_options: dict[str, Any] | None = None,
+) -> None:
     """Replaces the index by the one `save_index(filepath)` (or `save`) wrote.
 
     The saved index must have the model's embedding size and, if the
@@ -86,12 +92,17 @@ def load_index(self, filepath: str | Path, safe_mode: bool = True) -> None:
             unpickling runs code the file names; `False` loads it (as
             `keras.saving.load_model(safe_mode=False)`): only for an
             index you trust.
+        search_options: Arguments of the saved search's class that a save
+            does not record, passed to `Indexer.load`: a `MilvusSearch`'s
+            `token` or a `FaissOnDiskSearch`'s working `directory`.
+            Defaults to `None` (none).
 
     Raises:
         FileNotFoundError: If nothing was saved there.
         ValueError: If the saved index has another distance or size, is
             corrupt, belongs to another model or model file, or (in
-            safe mode) holds pickled data.
+            safe mode) holds pickled data; or if `search_options` names
+            an argument the save recorded or the search does not take.
     """
     folder = index_of_model_file(Path(filepath))
     current = self._ix
@@ -102,6 +113,7 @@ def load_index(self, filepath: str | Path, safe_mode: bool = True) -> None:
         distance=None if current is None else current.distance,
         embedding_size=self._index_embedding_size(embedding_output),
         safe_mode=safe_mode,
+        search_options=search_options,
     )
     recorded = (Indexer.read_metadata(folder).get("model") or {}).get("weights_sha256")
     if recorded is not None and recorded != self._weights_sha256():
