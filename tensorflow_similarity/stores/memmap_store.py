@@ -37,11 +37,13 @@ class MemmapStore(Store):
     `embeddings.bin` (float32 `[n, dim]`), `labels.bin` (int64),
     `has_label.bin` (uint8) and, when records carry data, `data.bin`.
     `get` and `batch_get` (so an index's lookups) read the rows asked for
-    with positioned reads, without mapping the files: they leave none of
-    the files' pages counted in the process's resident memory (the
-    kernel's page cache keeps what it can spare), whatever the store's
-    size; so do appends. `embedding_rows` is a read-only `numpy.memmap`
-    of the embeddings, whose pages stay resident while it is read.
+    by position, without mapping the files, and so do the passes over
+    every row (the check at `load`, `keep`, the copy before a change), a
+    block at a time: none leaves the files' pages counted in the
+    process's resident memory (the kernel's page cache keeps what it can
+    spare), whatever the store's size; nor do appends.
+    `embedding_rows` is a read-only `numpy.memmap` of the embeddings,
+    whose pages stay resident while it is read.
     `memmap_store.json` holds the format version, `dim`, the data's dtype
     and shape, and the record count, rewritten (atomically) after the
     column files are appended and flushed: a crash during `batch_add`
@@ -98,7 +100,7 @@ class MemmapStore(Store):
         else:
             self._meta = {"dim": None, "count": 0, "data": None}
             self._write_meta()
-        self._maps: dict[str, np.ndarray] | None = None
+        self._embedding_map: np.ndarray | None = None
         self._files: _ColumnFiles | None = None
         # The saved folder this store reads in place, until its first change copies it.
         self._opened_saved: Path | None = None
@@ -156,7 +158,14 @@ class MemmapStore(Store):
     def embedding_rows(self) -> np.ndarray:
         if self.size() == 0:
             return np.zeros((0, self.dim or 0), np.float32)
-        return self._memory_maps()["embeddings"]
+        if self._embedding_map is None:
+            self._embedding_map = np.memmap(
+                self._column_files().handles["embeddings"],
+                np.float32,
+                "r",
+                shape=(self.size(), self.dim),
+            )
+        return self._embedding_map
 
     def _keep(self, mask: np.ndarray) -> None:
         """Writes the kept rows into new column files and switches them in, crash-safely.
@@ -164,11 +173,11 @@ class MemmapStore(Store):
         A store opened in place on a saved folder writes them into its
         private folder instead (the saved one is never written to).
         """
-        maps = self._memory_maps() if self.size() else {}
+        columns = self._column_rows() if self.size() else {}
         saved, count = self._opened_saved, int(mask.sum())
         target = self.path if saved is None else _private_folder(saved)
         suffix = ".compact" if saved is None else ""
-        for column, rows in maps.items():
+        for column, rows in columns.items():
             write_rows(target / f"{column}.bin{suffix}", rows, mask)
         meta = {**self._meta, "count": count}
         self._close_columns()
@@ -239,20 +248,24 @@ class MemmapStore(Store):
                 "given to save()."
             )
         meta = _read_meta(path, owner)
-        if meta["count"]:
-            embeddings = path / "embeddings.bin"
-            rows = np.memmap(embeddings, np.float32, "r", shape=(meta["count"], meta["dim"]))
-            check_finite_rows(rows, embeddings, owner=owner)
-            del rows
+        files = _ColumnFiles(path, _layout(meta)) if meta["count"] else None
+        if files is not None:
+            try:
+                rows = _ColumnRows(files, "embeddings", meta["count"])
+                check_finite_rows(rows, path / "embeddings.bin", owner=owner)
+            except BaseException:
+                files.close()
+                raise
         if path.resolve() == self.path.resolve():
             self._close_columns()
             self._meta = meta
             self._opened_saved = path
-            # Opened now: a later save over the folder replaces its files, and this
+            # Kept open: a later save over the folder replaces its files, and this
             # reader keeps reading the ones it loaded, never a mix.
-            if meta["count"]:
-                self._column_files()
+            self._files = files
             return
+        if files is not None:
+            files.close()
         staged = []
         for column in (*_COLUMNS, "data"):
             source = path / f"{column}.bin"
@@ -284,8 +297,8 @@ class MemmapStore(Store):
         private = _private_folder(saved)
         try:
             if keep_records:
-                # From the maps opened at load, not the folder, which a save may have replaced.
-                for column, rows in (self._memory_maps() if self.size() else {}).items():
+                # From the files opened at load, not the folder, which a save may have replaced.
+                for column, rows in (self._column_rows() if self.size() else {}).items():
                     write_rows(private / f"{column}.bin", rows)
         except OSError as error:
             shutil.rmtree(private, ignore_errors=True)
@@ -305,30 +318,17 @@ class MemmapStore(Store):
     def _column_files(self) -> _ColumnFiles:
         """The column files, opened at the first read after a change (or at an in-place load)."""
         if self._files is None:
-            spec = self._meta["data"]
-            layout = {
-                "embeddings": (np.dtype(np.float32), (self.dim,)),
-                "labels": (np.dtype(np.int64), ()),
-                "has_label": (np.dtype(np.uint8), ()),
-            }
-            if spec is not None:
-                layout["data"] = (np.dtype(spec["dtype"]), tuple(spec["shape"]))
-            self._files = _ColumnFiles(self.path, layout)
+            self._files = _ColumnFiles(self.path, _layout(self._meta))
         return self._files
 
-    def _memory_maps(self) -> dict[str, np.ndarray]:
-        """Read-only maps of the open column files, for the passes over every row."""
-        if self._maps is None:
-            files, count = self._column_files(), self.size()
-            self._maps = {
-                column: np.memmap(files.handles[column], dtype, "r", shape=(count, *shape))
-                for column, (dtype, shape) in files.layout.items()
-            }
-        return self._maps
+    def _column_rows(self) -> dict[str, _ColumnRows]:
+        """Every column's records, read a slice at a time, for the passes over every row."""
+        files, count = self._column_files(), self.size()
+        return {column: _ColumnRows(files, column, count) for column in files.layout}
 
     def _close_columns(self) -> None:
-        """Forgets the maps and closes the files, before their count or their folder changes."""
-        self._maps = None
+        """Forgets the map and closes the files, before their count or their folder changes."""
+        self._embedding_map = None
         if self._files is not None:
             self._files.close()
             self._files = None
@@ -416,6 +416,31 @@ class _ColumnFiles:
         return out
 
 
+class _ColumnRows:
+    """The first `count` rows of a column of open files, read by position a slice at a time.
+
+    What the passes over every row (`keep`, the copy before a change, the
+    check at load) read: through a memory map, the pages of the file would
+    stay resident until the pass ends, as much memory as the file.
+
+    Args:
+        files: The open column files.
+        column: The column.
+        count: The number of rows.
+    """
+
+    def __init__(self, files: _ColumnFiles, column: str, count: int) -> None:
+        dtype, shape = files.layout[column]
+        self.files, self.column = files, column
+        self.dtype, self.shape = dtype, (count, *shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return self.files.read(self.column, np.arange(*rows.indices(len(self))))
+
+
 def _pread_into(handle: Any, buffer: memoryview, offset: int) -> None:
     """Fills `buffer` from the open file `handle` at `offset`, in reads of `_READ_BYTES` at most.
 
@@ -438,7 +463,7 @@ def _close_handles(handles: dict[str, Any]) -> None:
         handle.close()
 
 
-def write_rows(file: Path, rows: np.ndarray, mask: np.ndarray | None = None) -> None:
+def write_rows(file: Path, rows: np.ndarray | _ColumnRows, mask: np.ndarray | None = None) -> None:
     """Writes `rows` (those where `mask` is true) raw to `file`, a block at a time, flushed."""
     with open(file, "wb") as out:
         for start in range(0, len(rows), _COMPACT_ROWS):
@@ -525,10 +550,22 @@ def _read_meta(path: Path, owner: str) -> dict[str, Any]:
     return {"dim": dim, "count": count, "data": spec}
 
 
-def _row_bytes(meta: dict[str, Any]) -> dict[str, int]:
-    """The bytes one record takes in each column file of a store described by checked `meta`."""
-    row_bytes = {"embeddings": 4 * (meta["dim"] or 0), "labels": 8, "has_label": 1}
+def _layout(meta: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """The dtype and shape of one row of each column file of a store described by `meta`."""
+    layout = {
+        "embeddings": (np.dtype(np.float32), (meta["dim"] or 0,)),
+        "labels": (np.dtype(np.int64), ()),
+        "has_label": (np.dtype(np.uint8), ()),
+    }
     spec = meta["data"]
     if spec is not None:
-        row_bytes["data"] = np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
-    return row_bytes
+        layout["data"] = (np.dtype(spec["dtype"]), tuple(int(n) for n in spec["shape"]))
+    return layout
+
+
+def _row_bytes(meta: dict[str, Any]) -> dict[str, int]:
+    """The bytes one record takes in each column file of a store described by checked `meta`."""
+    return {
+        column: dtype.itemsize * int(np.prod(shape))
+        for column, (dtype, shape) in _layout(meta).items()
+    }

@@ -259,3 +259,27 @@ def test_a_store_loaded_in_place_reads_the_files_it_loaded(tmp_path):
     got = store.batch_get([5, 0])
     np.testing.assert_array_equal(got[0], embeddings[[5, 0]])
     assert got[1] == [labels[5], labels[0]]
+
+
+def test_passes_over_every_row_read_by_position_not_through_a_map(tmp_path, monkeypatch):
+    # Through a map, each pass (the check at load, keep, the copy before a change) would leave
+    # the whole file resident until it ends.
+    embeddings, labels, images = _records(count=9)
+    MemmapStore(tmp_path / "live").batch_add(embeddings, labels, images)
+    MemmapStore(tmp_path / "live").save(tmp_path / "saved")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pass over every row mapped a file")
+
+    monkeypatch.setattr(np, "memmap", refuse)
+    copy = MemmapStore(tmp_path / "copy")
+    assert copy.load(tmp_path / "saved") == 9
+    store = MemmapStore(tmp_path / "saved")
+    store.load(tmp_path / "saved")
+    store.add(embeddings[0], labels[0], images[0])
+    store.keep(np.arange(10) % 3 != 1)
+    want = [0, 2, 3, 5, 6, 8, 9]
+    got = store.batch_get(range(7))
+    np.testing.assert_array_equal(got[0], np.concatenate([embeddings, embeddings[:1]])[want])
+    np.testing.assert_array_equal(np.stack(got[2]), np.concatenate([images, images[:1]])[want])
+    assert copy.batch_get([8])[1] == [labels[8]]
