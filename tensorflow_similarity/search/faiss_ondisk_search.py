@@ -37,9 +37,11 @@ INDEX_FILE = "faiss_ondisk.faiss"
 LISTS_FILE = "faiss_ondisk.ivfdata"
 # The id of a removed row in IDS_FILE: ids are checked never to be this value.
 REMOVED_ID = np.iinfo(np.int64).min
-# The pages of the lists' file mapping are released each time resident memory grew by this
-# much: they bound the resident memory, whatever the index size.
-RELEASE_BYTES = 16 << 20
+# The default `page_budget`: the pages of the lists' file mapping are released each time
+# resident memory grew by this much, which bounds it whatever the index size. Lookups go as
+# many queries at a time as touch about half of it (faiss parallelises over the queries of
+# one call), so a small budget costs speed.
+PAGE_BUDGET = 256 << 20
 ADD_CHUNK = 65_536
 MAX_QUERY_CHUNK = 256
 ID_CHUNK = 1 << 20
@@ -75,15 +77,16 @@ def _resident_bytes() -> int | None:
 
 
 class _PageBudget:
-    """Releases the lists' mapped pages once resident memory grew by `RELEASE_BYTES`.
+    """Releases the lists' mapped pages once resident memory grew by `limit` bytes.
 
     Measured rather than estimated: the kernel maps pages of the file around each one
     touched (fault-around, large folios), several times what faiss reads. Where resident
     memory cannot be read, every check releases.
     """
 
-    def __init__(self, lists: Any) -> None:
+    def __init__(self, lists: Any, limit: int) -> None:
         self.lists = lists
+        self.limit = limit
         self.base = _resident_bytes()
 
     def grown(self) -> int | None:
@@ -93,7 +96,7 @@ class _PageBudget:
     def check(self, force: bool = False) -> int | None:
         """Releases if over budget (or `force`); returns the growth seen before, if known."""
         grown = self.grown()
-        if force or grown is None or grown > RELEASE_BYTES:
+        if force or grown is None or grown > self.limit:
             _release_pages(self.lists)
             self.base = _resident_bytes()
         return grown
@@ -107,10 +110,10 @@ class FaissOnDiskSearch(Search):
     no compression) in `nlist` inverted lists, one per cell of a coarse
     k-means quantizer, in one file (`faiss.OnDiskInvertedLists`) that faiss
     maps into memory; a lookup compares each query with the embeddings of
-    its `nprobe` nearest cells only. Adding and looking up go in small
-    steps, and after each step the pages of the file that faiss touched are
-    released from the process (the kernel keeps them in its page cache):
-    resident memory stays bounded by a step's pages, the quantizer
+    its `nprobe` nearest cells only. Adding and looking up go in steps, and
+    once the pages of the file that faiss touched reach `page_budget` bytes
+    they are released from the process (the kernel keeps them in its page
+    cache): resident memory stays bounded by the budget, the quantizer
     (`nlist * dim` floats) and the tombstones, whatever the number of
     embeddings. The ids are kept in a file of their own beside the lists.
 
@@ -142,8 +145,10 @@ class FaissOnDiskSearch(Search):
     power of two): the file is up to about four times the embeddings' size
     (a saved copy is that size on disk; the working file is sparse). faiss
     prints a line each time the file is resized. Releasing the pages costs
-    speed: lookups go a few queries at a time (see the benchmark for
-    queries per second against faiss used directly).
+    speed: a lookup sends faiss as many queries at a time as touch about
+    half the budget, so a smaller `page_budget` means fewer queries per
+    call (see the benchmark for queries per second against faiss used
+    directly).
 
     Distances are reported as `LinearSearch` reports them: cosine is
     `1 - q.k` on L2-normalised embeddings, inner product is negated,
@@ -176,6 +181,9 @@ class FaissOnDiskSearch(Search):
             used, one per index. Defaults to a new temporary folder.
         verbose: Verbosity (see `Search`). Defaults to 0.
         name: The index's name. Defaults to `"faiss_ondisk"`.
+        page_budget: Bytes of the lists' file that adding and looking up
+            may keep mapped in memory before releasing them (at least
+            1 MiB). Defaults to 256 MiB.
 
     Raises:
         ImportError: If faiss is not installed.
@@ -205,6 +213,7 @@ class FaissOnDiskSearch(Search):
         directory: Path | str | None = None,
         verbose: int = 0,
         name: str | None = None,
+        page_budget: int = PAGE_BUDGET,
     ) -> None:
         super().__init__(distance=distance, dim=dim, verbose=verbose, name=name)
         owner = type(self).__name__
@@ -232,6 +241,13 @@ class FaissOnDiskSearch(Search):
             minimum=self.nlist,
             owner=owner,
             hint="k-means needs at least one sample per cell (nlist); faiss advises 39.",
+        )
+        self.page_budget = check_int(
+            "page_budget",
+            page_budget,
+            minimum=1 << 20,
+            owner=owner,
+            hint="it is in bytes: at least one MiB (1 << 20).",
         )
         self._faiss = import_faiss(owner)
         if directory is None:
@@ -302,6 +318,7 @@ class FaissOnDiskSearch(Search):
             "nlist": self.nlist,
             "nprobe": self.nprobe,
             "train_size": self.train_size,
+            "page_budget": self.page_budget,
         }
 
     def ids(self) -> np.ndarray:
@@ -552,7 +569,7 @@ class FaissOnDiskSearch(Search):
         """
         faiss, lists = self._faiss, self._lists()
         ivf = faiss.extract_index_ivf(self._index)
-        budget = _PageBudget(lists)
+        budget = _PageBudget(lists, self.page_budget)
         for start in range(0, len(rows), ADD_CHUNK):
             chunk = vectors[start : start + ADD_CHUNK]
             _, cells = ivf.quantizer.search(chunk, 1)
@@ -578,7 +595,7 @@ class FaissOnDiskSearch(Search):
         once), releasing the pages touched as it goes."""
         faiss, lists = self._faiss, self._lists()
         ivf = faiss.extract_index_ivf(self._index)
-        budget = _PageBudget(lists)
+        budget = _PageBudget(lists, self.page_budget)
         for cell in range(self.nlist):
             size = lists.list_size(cell)
             if not size:
@@ -609,18 +626,18 @@ class FaissOnDiskSearch(Search):
             params.sel = selector
         scores = np.empty((len(queries), k), np.float32)
         rows = np.empty((len(queries), k), np.int64)
-        budget, step, start = _PageBudget(lists), 1, 0
+        budget, step, start = _PageBudget(lists, self.page_budget), 1, 0
         while start < len(queries):
             stop = start + step
             scores[start:stop], rows[start:stop] = self._index.search(
                 queries[start:stop], k, params=params
             )
             start = stop
-            # As many queries per step as touch about RELEASE_BYTES of the lists.
+            # As many queries per step as touch about half the page budget.
             grown = budget.check(force=True)
-            if grown is not None and grown > RELEASE_BYTES // 2:
+            if grown is not None and grown > self.page_budget // 2:
                 step = max(1, step // 2)
-            elif grown is not None and grown < RELEASE_BYTES // 4:
+            elif grown is not None and grown < self.page_budget // 4:
                 step = min(MAX_QUERY_CHUNK, step * 2)
         return scores, rows
 

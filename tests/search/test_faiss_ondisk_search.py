@@ -148,7 +148,10 @@ def test_registered_and_config_round_trip():
     assert isinstance(search, FaissOnDiskSearch)
     again = FaissOnDiskSearch.from_config(search.get_config())
     assert (again.nlist, again.nprobe, again.train_size) == (16, 4, 640)
+    assert again.page_budget == 256 << 20
     assert again.directory != search.directory
+    small = FaissOnDiskSearch.from_config({**search.get_config(), "page_budget": 1 << 20})
+    assert small.page_budget == 1 << 20
 
 
 @pytest.mark.parametrize(
@@ -157,6 +160,7 @@ def test_registered_and_config_round_trip():
         ({"distance": "manhattan"}, "manhattan"),
         ({"nlist": 4, "nprobe": 5}, "nprobe=5"),
         ({"nlist": 8, "train_size": 7}, "train_size"),
+        ({"page_budget": 4096}, "page_budget"),
     ],
 )
 def test_bad_arguments(kwargs, match):
@@ -178,7 +182,9 @@ MEMORY_SCRIPT = textwrap.dedent(
                 return int(line.split()[1]) / 1024
 
     folder = sys.argv[1]
-    search = FaissOnDiskSearch("l2", dim=16, nlist=256, nprobe=4, directory=f"{folder}/search")
+    search = FaissOnDiskSearch(
+        "l2", dim=16, nlist=256, nprobe=4, directory=f"{folder}/search", page_budget=16 << 20
+    )
     index = Indexer(16, "l2", search=search, kv_store=MemmapStore(f"{folder}/store"))
     rng = np.random.default_rng(0)
     queries = rng.standard_normal((64, 16), dtype=np.float32)
@@ -213,9 +219,10 @@ def test_resident_memory_does_not_grow_with_the_index(tmp_path):
     # and the lists take 1.5e6 * 64 bytes of embeddings each, more than 90 MiB, while the peak
     # resident memory must grow by less than a third of that: neither the stream, the store nor
     # the search holds them. What does grow is the index's table of ids (9 bytes an item) and
-    # the pages of the lists not yet released (16 MiB). The pages of the files mapped into the
-    # process (RssFile) must not grow with the count either, after the adds (the store's
-    # appends) nor after the reads (the store's rows, read without mapping its files).
+    # the pages of the lists not yet released (page_budget, 16 MiB here). The pages of the
+    # files mapped into the process (RssFile) must not grow with the count either, after the
+    # adds (the store's appends) nor after the reads (the store's rows, read without mapping
+    # its files).
     bound_mb = 30
     assert 1_500_000 * 16 * 4 / 2**20 >= 3 * bound_mb
     result = subprocess.run(
