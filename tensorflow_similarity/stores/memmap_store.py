@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -448,7 +449,7 @@ def _pread_into(handle: Any, buffer: memoryview, offset: int) -> None:
     """
     done = 0
     while done < len(buffer):
-        chunk = os.pread(handle.fileno(), min(len(buffer) - done, _READ_BYTES), offset + done)
+        chunk = _read_at(handle, min(len(buffer) - done, _READ_BYTES), offset + done)
         if not chunk:
             raise ValueError(
                 f"MemmapStore: {handle.name!r} ends at byte {offset + done}, before the records "
@@ -456,6 +457,19 @@ def _pread_into(handle: Any, buffer: memoryview, offset: int) -> None:
             )
         buffer[done : done + len(chunk)] = chunk
         done += len(chunk)
+
+
+_SEEK_LOCK = threading.Lock()
+
+
+def _read_at(handle: Any, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of `handle` at `offset` (fewer at the end of the file)."""
+    if hasattr(os, "pread"):
+        return os.pread(handle.fileno(), size, offset)
+    # Windows has no pread: seek and read, under a lock since the position is shared.
+    with _SEEK_LOCK:
+        handle.seek(offset)
+        return handle.read(size)
 
 
 def _close_handles(handles: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -212,7 +213,11 @@ def test_keep_interrupted_by_a_crash_opens_as_before_or_after(tmp_path, monkeypa
     assert not list(tmp_path.glob("*.compact*"))
 
 
-def test_batch_get_reads_repeated_unsorted_and_consecutive_ids(tmp_path):
+@pytest.mark.parametrize("pread", [True, False], ids=["pread", "no_pread"])
+def test_batch_get_reads_repeated_unsorted_and_consecutive_ids(tmp_path, monkeypatch, pread):
+    if not pread:
+        # Windows' os has no pread: the store seeks and reads instead.
+        monkeypatch.delattr(os, "pread", raising=False)
     embeddings, labels, images = _records(count=9)
     labels[4] = None
     disk, memory = MemmapStore(tmp_path), MemoryStore()
