@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,23 +37,36 @@ from tensorflow_similarity.stores.npz import (
 FORMAT_VERSION = 2
 FILE_NAME = "linear_search.npz"
 ROWS_FILE = "linear_search_embeddings.npy"
+# A lookup's block of scores, at most `max_chunk_elements`: QUERY_BLOCK queries by
+# ROW_BLOCK rows (32 MiB of float32) reads the rows once per 1024 queries and keeps the
+# scores in the processor's cache from the product to the merge. The first blocks are
+# smaller (from FIRST_ROW_BLOCK rows): see `_row_blocks`.
+QUERY_BLOCK = 1024
+ROW_BLOCK = 8192
+FIRST_ROW_BLOCK = 64
+# Sorting a block's candidates costs about this many times a top-k over the block,
+# per entry: beyond, `_merged_best` takes the block's top-k first.
+CANDIDATE_COST = 8
 
 
 @keras.saving.register_keras_serializable(package="Similarity")
 class LinearSearch(Search):
     """Exact k-nearest-neighbour search: every query against every embedding.
 
-    The default search: exact, a matrix product and a partial sort per
-    query chunk, on NumPy. It keeps the embeddings as given (raw rows, one
+    The default search: exact, on NumPy: a matrix product per block of
+    queries and embeddings, whose best scores are merged into each query's
+    best so far. It keeps the embeddings as given (raw rows, one
     float32 array) and their squared norms; cosine divides each product by
     the row's norm, the Euclidean distances rank by `2 q.k - |k|^2` and
     measure the `k` found again from differences. Any other `Distance`
     (Manhattan, SNR, one of yours) is computed by the distance object
-    itself, chunk by chunk. Queries go in chunks of at most
-    `max_chunk_elements` distances, which bounds the memory a lookup takes.
-    Distances are those of the `Distance` objects (`1 - cos` for cosine,
-    `|q - k|` for Euclidean, ...), except inner product, returned negated
-    (see `Search`).
+    itself, block by block. A block holds at most `max_chunk_elements`
+    distances (up to 1,024 queries by 8,192 embeddings), which bounds the
+    memory a lookup takes; each embedding is read once per block of queries.
+    The neighbours found do not depend on the blocks: nearest first, ties
+    in the order the embeddings were added. Distances are those of the
+    `Distance` objects (`1 - cos` for cosine, `|q - k|` for Euclidean, ...),
+    except inner product, returned negated (see `Search`).
 
     `remove` marks rows removed (tombstones, masked out of every lookup:
     lookups stay exact); `compact` drops them. `share_rows` makes the
@@ -201,14 +214,14 @@ class LinearSearch(Search):
     def _lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         rows, norms = self._rows(), self._norms()
         dead = ~self._row_ids.alive() if self._row_ids.dead else None
-        step = max(1, self.max_chunk_elements // len(rows))
+        query_block, row_block = _block_shape(len(queries), len(rows), self.max_chunk_elements)
         positions, distances = [], []
-        for start in range(0, len(queries), step):
-            chunk_positions, chunk_distances = _nearest_rows(
-                self.distance, queries[start : start + step], rows, norms, dead, k
+        for start in range(0, len(queries), query_block):
+            block_positions, block_distances = _nearest_rows(
+                self.distance, queries[start : start + query_block], rows, norms, dead, k, row_block
             )
-            positions.append(chunk_positions)
-            distances.append(chunk_distances)
+            positions.append(block_positions)
+            distances.append(block_distances)
         positions = np.concatenate(positions)
         return self._row_ids.ids()[positions], np.concatenate(distances)
 
@@ -291,6 +304,16 @@ class LinearSearch(Search):
         )
 
 
+def _block_shape(queries: int, rows: int, max_elements: int) -> tuple[int, int]:
+    """How many queries and rows a block holds: at most `max_elements` scores.
+
+    Up to `QUERY_BLOCK` queries (as many as fit, so that each row is read once
+    per query block) by up to `ROW_BLOCK` rows.
+    """
+    query_block = max(1, min(queries, QUERY_BLOCK, max_elements))
+    return query_block, max(1, min(rows, ROW_BLOCK, max_elements // query_block))
+
+
 def _nearest_rows(
     distance: Distance,
     queries: np.ndarray,
@@ -298,29 +321,55 @@ def _nearest_rows(
     squared_norms: np.ndarray,
     dead: np.ndarray | None,
     k: int,
+    row_block: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The positions in `rows` and distances of each query's `k` nearest alive rows.
 
     Nearest first; ties in the order of `rows`. `dead` marks removed rows.
+    The rows go `row_block` at a time, each block's best merged into the
+    best so far.
     """
-    if isinstance(distance, (CosineDistance, InnerProductSimilarity)):
-        if isinstance(distance, CosineDistance):
-            queries = queries / np.sqrt(np.maximum(_squared_norms(queries), 1e-12))[:, None]
-        scores = queries @ np.asarray(rows).T
-        if isinstance(distance, CosineDistance):
-            scores /= np.sqrt(np.maximum(squared_norms, 1e-12))
-        positions = _top_k(scores, dead, k)
-        best = np.take_along_axis(scores, positions, axis=1)
-        if isinstance(distance, CosineDistance):
-            return positions, np.maximum(1.0 - best, 0.0).astype(np.float32)
+    rows = np.asarray(rows)
+    if isinstance(distance, CosineDistance):
+        queries = queries / np.sqrt(np.maximum(_squared_norms(queries), 1e-12))[:, None]
+        row_norms = np.sqrt(np.maximum(squared_norms, 1e-12))
+
+        def scores_of(start: int, stop: int) -> np.ndarray:
+            scores = queries @ rows[start:stop].T
+            scores /= row_norms[start:stop]
+            return scores
+
+    elif isinstance(distance, InnerProductSimilarity):
+
+        def scores_of(start: int, stop: int) -> np.ndarray:
+            return queries @ rows[start:stop].T
+
+    elif isinstance(distance, (EuclideanDistance, SquaredEuclideanDistance)):
+        # |q|^2 is the same for a whole row, so the ranking needs only 2 q.k - |k|^2.
+        def scores_of(start: int, stop: int) -> np.ndarray:
+            return 2.0 * (queries @ rows[start:stop].T) - squared_norms[start:stop]
+
+    else:
+        tf_queries = tf.constant(queries)
+
+        def scores_of(start: int, stop: int) -> np.ndarray:
+            return -np.asarray(distance(tf_queries, tf.constant(rows[start:stop])))
+
+    best = np.zeros((len(queries), 0), np.float32)
+    positions = np.zeros((len(queries), 0), np.int64)
+    for start, stop in _row_blocks(len(rows), row_block, k):
+        scores = scores_of(start, stop)
+        if dead is not None:
+            scores[:, dead[start:stop]] = -np.inf
+        best, positions = _merged_best(best, positions, scores, start, k)
+    if isinstance(distance, CosineDistance):
+        return positions, np.maximum(1.0 - best, 0.0).astype(np.float32)
+    if isinstance(distance, InnerProductSimilarity):
         return positions, (-best).astype(np.float32)
     if isinstance(distance, (EuclideanDistance, SquaredEuclideanDistance)):
-        # |q|^2 is the same for a whole row, so the ranking needs only 2 q.k - |k|^2.
-        scores = 2.0 * (queries @ np.asarray(rows).T) - squared_norms
-        positions = _top_k(scores, dead, k)
         # The expansion loses about sqrt(eps) * |q| near zero: the k found are measured
         # again from differences.
-        differences = queries[:, np.newaxis, :] - np.asarray(rows)[positions]
+        differences = queries[:, np.newaxis, :] - rows[positions]
         squared = np.sum(np.square(differences), axis=2)
         order = np.argsort(squared, axis=1, kind="stable")
         squared = np.take_along_axis(squared, order, axis=1)
@@ -328,20 +377,91 @@ def _nearest_rows(
         if isinstance(distance, SquaredEuclideanDistance):
             return positions, squared.astype(np.float32)
         return positions, np.sqrt(squared).astype(np.float32)
-    scores = -np.asarray(distance(tf.constant(queries), tf.constant(np.asarray(rows))))
-    positions = _top_k(scores, dead, k)
-    return positions, (-np.take_along_axis(scores, positions, axis=1)).astype(np.float32)
+    return positions, (-best).astype(np.float32)
 
 
-def _top_k(scores: np.ndarray, dead: np.ndarray | None, k: int) -> np.ndarray:
-    """The positions of each row's `k` largest scores, largest first, ties by position.
+def _row_blocks(count: int, row_block: int, k: int) -> Iterator[tuple[int, int]]:
+    """The `(start, stop)` of each block of rows: small first, doubling up to `row_block`.
 
-    `tf.math.top_k` (stable, and on every core, where NumPy's partition
-    takes one) on the scores, removed rows' set to minus infinity.
+    A block as large as the rows before it has about `k` rows per query
+    that beat the best so far (on rows in random order), so few candidates
+    are merged from the first blocks as from the later ones.
     """
-    if dead is not None:
-        scores[:, dead] = -np.inf
-    return tf.math.top_k(scores, k).indices.numpy().astype(np.int64)
+    start, size = 0, min(row_block, max(k, FIRST_ROW_BLOCK))
+    while start < count:
+        stop = min(start + size, count)
+        yield start, stop
+        start, size = stop, min(row_block, 2 * size)
+
+
+def _merged_best(
+    best: np.ndarray, positions: np.ndarray, scores: np.ndarray, start: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` largest of `best` and of a block of `scores`, and their positions.
+
+    `best` (largest first, ties by position) and `positions` are the best
+    scores so far, of rows before the block; `scores` are the next rows',
+    from row `start`. Ties are kept in the order of the rows, as one stable
+    top-k over all of them would. Once `best` holds `k`, only the block's
+    scores above each query's `k`-th best can enter (an equal one comes
+    later, so loses the tie): when they are few, only they are merged.
+    """
+    width = scores.shape[1]
+    if best.shape[1] < k:
+        block_positions = np.broadcast_to(np.arange(start, start + width), scores.shape)
+        return _stable_top_k(
+            np.concatenate([best, scores], axis=1),
+            np.concatenate([positions, block_positions], axis=1),
+            k,
+        )
+    better = scores > best[:, -1:]
+    entries = np.count_nonzero(better)
+    if not entries:
+        return best, positions
+    if CANDIDATE_COST * entries < scores.size:
+        # Flat indices (np.nonzero of a 2-d mask is several times slower), query by
+        # query, each query's in the order of its rows.
+        flat = np.flatnonzero(better)
+        query, column = np.divmod(flat, width)
+        hit, first, count = np.unique(query, return_index=True, return_counts=True)
+        if CANDIDATE_COST * len(hit) * (k + int(count.max())) <= scores.size:
+            line = np.repeat(np.arange(len(hit)), count)
+            slot = k + np.arange(len(query)) - np.repeat(first, count)
+            # The padding (-inf) sorts after every entry, the k best so far first.
+            candidates = np.full((len(hit), k + int(count.max())), -np.inf, best.dtype)
+            candidate_positions = np.zeros(candidates.shape, np.int64)
+            candidates[:, :k], candidate_positions[:, :k] = best[hit], positions[hit]
+            candidates[line, slot] = scores.reshape(-1)[flat]
+            candidate_positions[line, slot] = column + start
+            best, positions = best.copy(), positions.copy()
+            best[hit], positions[hit] = _stable_top_k(candidates, candidate_positions, k)
+            return best, positions
+    # Many rows beat the best so far (rows added in an order that nears the queries):
+    # the block's own top k first is cheaper than sorting them all.
+    block_best, order = _top_k(scores, min(k, width))
+    return _stable_top_k(
+        np.concatenate([best, block_best], axis=1),
+        np.concatenate([positions, order + start], axis=1),
+        k,
+    )
+
+
+def _stable_top_k(
+    scores: np.ndarray, positions: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` largest `scores` of each row and their `positions`, ties in column order."""
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(positions, order, axis=1)
+
+
+def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's `k` largest scores and their positions, largest first, ties by position.
+
+    `tf.math.top_k`: stable, and on every core, where NumPy's partition
+    takes one.
+    """
+    values, positions = tf.math.top_k(scores, k)
+    return values.numpy(), positions.numpy().astype(np.int64)
 
 
 def exact_nearest(

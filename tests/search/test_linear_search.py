@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tensorflow_similarity.search import LinearSearch
+from tensorflow_similarity.distances import ManhattanDistance
+from tensorflow_similarity.search import LinearSearch, linear_search
 from tensorflow_similarity.stores.npz import write_npz
 from tests.search.references import REFERENCES, knn_loop
 
@@ -47,13 +48,87 @@ def test_chunked_lookup_equals_one_chunk(distance):
     rng = np.random.default_rng(1)
     keys, queries = rng.normal(size=(50, 4)), rng.normal(size=(23, 4))
     whole = LinearSearch(distance, dim=4)
-    chunked = LinearSearch(distance, dim=4, max_chunk_elements=120)  # 2 queries a chunk
+    chunked = LinearSearch(distance, dim=4, max_chunk_elements=120)  # 23 queries by 5 rows
     for search in (whole, chunked):
         search.batch_add(keys, np.arange(50))
     want, got = whole.batch_lookup(queries, k=4), chunked.batch_lookup(queries, k=4)
     np.testing.assert_array_equal(got[0], want[0])
-    # Matrix products of another shape round differently in the last bits.
+    # Matrix products of another shape may round differently in the last bits.
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+
+
+def _tied_keys_with_removed_rows(distance):
+    """40 copies of 6 integer rows (exact ties), a third removed, and 23 integer queries.
+
+    Returns the search's keys, ids, removed ids and queries. The distances of
+    the 6 distinct rows to a query are equal (exactly, in float32 too: integers)
+    or differ by more than float32 rounds, so the loops' order is the search's.
+    """
+    rng = np.random.default_rng(15)
+    bases = rng.integers(-3, 4, size=(6, 5)).astype(np.float32)
+    queries = rng.integers(-3, 4, size=(23, 5)).astype(np.float32)
+    exact = distance in ("inner_product", "euclidean", "squared_euclidean", "manhattan")
+    for query in queries:
+        gaps = np.diff(np.sort([REFERENCES[distance](query, base) for base in bases]))
+        assert np.all((gaps > 1e-4) | (exact & (gaps == 0))), "near ties: choose another seed"
+    keys = bases[rng.integers(0, 6, size=40)]
+    ids = rng.permutation(1000)[:40]
+    return keys, ids, ids[::3], queries
+
+
+@pytest.mark.parametrize("distance", sorted(REFERENCES))
+@pytest.mark.parametrize(
+    "max_chunk_elements, blocks",
+    [
+        (12, {}),  # 12 queries by 1 row a block
+        (10**6, {"QUERY_BLOCK": 5, "ROW_BLOCK": 7, "FIRST_ROW_BLOCK": 2}),  # rows 8, 7, 7, ...
+    ],
+    ids=["max-chunk-12", "5-queries-by-7-rows"],
+)
+@pytest.mark.parametrize(
+    "merge", [0, 10**9], ids=["merge-candidates", "merge-block-top-k"]
+)  # CANDIDATE_COST: the two ways a block is merged
+def test_blocked_lookup_keeps_ties_in_order_and_skips_removed_rows(
+    distance, max_chunk_elements, blocks, merge, monkeypatch
+):
+    """Several query blocks and row blocks, ties across blocks: the loops' answer."""
+    for name, value in {**blocks, "CANDIDATE_COST": merge}.items():
+        monkeypatch.setattr(linear_search, name, value)
+    keys, ids, removed, queries = _tied_keys_with_removed_rows(distance)
+    search = LinearSearch(distance, dim=5, max_chunk_elements=max_chunk_elements)
+    search.batch_add(keys, ids)
+    search.remove(removed)
+    idxs, distances = search.batch_lookup(queries, k=8)
+    alive = ~np.isin(ids, removed)
+    # 26 rows alive, 2 to 7 copies of each distinct one: ties cross the blocks and k.
+    want_ids, want_distances = knn_loop(distance, queries, keys[alive], ids[alive], 8)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=2e-4, atol=2e-5)
+
+
+class _RecordingManhattan(ManhattanDistance):
+    """Manhattan distance that records the shape of every block it computes."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = []
+
+    def call(self, query_embeddings, key_embeddings):
+        self.blocks.append((int(query_embeddings.shape[0]), int(key_embeddings.shape[0])))
+        return super().call(query_embeddings, key_embeddings)
+
+
+def test_max_chunk_elements_bounds_every_block_of_scores_even_below_the_row_count():
+    rng = np.random.default_rng(1)
+    keys, queries = rng.normal(size=(50, 4)), rng.normal(size=(23, 4))
+    distance = _RecordingManhattan()
+    search = LinearSearch(distance, dim=4, max_chunk_elements=12)
+    search.batch_add(keys, np.arange(50))
+    idxs, _ = search.batch_lookup(queries, k=4)
+    assert max(n * m for n, m in distance.blocks) <= 12
+    # Every query against every row, once.
+    assert sum(n * m for n, m in distance.blocks) == 23 * 50
+    np.testing.assert_array_equal(idxs, knn_loop("manhattan", queries, keys, np.arange(50), 4)[0])
 
 
 def test_many_single_adds_grow_the_index():
