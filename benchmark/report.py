@@ -128,6 +128,7 @@ SCRIPT_SECTIONS = {
         "benchmark.serving_size",
         "Serving: the index as graph constants, for comparison",
     ),
+    "serving_external.json": ("benchmark.serving_external", "Serving: an index beyond the limit"),
     "views.json": ("benchmark.views", "Two-view augmenters: images per second"),
     "views_peer.json": ("benchmark.views_peer", "SimCLR two views: ours against lightly"),
     "sync_bn_reference_range.json": (
