@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,12 @@ from tensorflow_similarity.stores.npz import (
 FORMAT_VERSION = 2
 FILE_NAME = "linear_search.npz"
 ROWS_FILE = "linear_search_embeddings.npy"
-# A lookup's block of scores, at most `max_chunk_elements`: QUERY_BLOCK queries by
-# ROW_BLOCK rows (32 MiB of float32) reads the rows once per 1024 queries and keeps the
-# scores in the processor's cache from the product to the merge. The first blocks are
-# smaller (from FIRST_ROW_BLOCK rows): see `_row_blocks`.
+# A lookup's block of scores, at most `max_chunk_elements`: up to QUERY_BLOCK queries
+# (each row is read once per query block) by as many rows as make BLOCK_ELEMENTS scores
+# (64 MiB of float32; 16,384 rows for 1,024 queries). Fewer, larger blocks cost fewer
+# calls into the multi-threaded BLAS, whose threads wait for busy cores on every call.
 QUERY_BLOCK = 1024
-ROW_BLOCK = 8192
-FIRST_ROW_BLOCK = 64
+BLOCK_ELEMENTS = 2**24
 # Sorting a block's candidates costs about this many times a top-k over the block,
 # per entry: beyond, `_merged_best` takes the block's top-k first.
 CANDIDATE_COST = 8
@@ -61,7 +60,7 @@ class LinearSearch(Search):
     measure the `k` found again from differences. Any other `Distance`
     (Manhattan, SNR, one of yours) is computed by the distance object
     itself, block by block. A block holds at most `max_chunk_elements`
-    distances (up to 1,024 queries by 8,192 embeddings), which bounds the
+    distances (up to 1,024 queries by 16,384 embeddings), which bounds the
     memory a lookup takes; each embedding is read once per block of queries.
     The neighbours found do not depend on the blocks: nearest first, ties
     in the order the embeddings were added. Distances are those of the
@@ -308,10 +307,10 @@ def _block_shape(queries: int, rows: int, max_elements: int) -> tuple[int, int]:
     """How many queries and rows a block holds: at most `max_elements` scores.
 
     Up to `QUERY_BLOCK` queries (as many as fit, so that each row is read once
-    per query block) by up to `ROW_BLOCK` rows.
+    per query block) by as many rows as make `BLOCK_ELEMENTS` scores.
     """
     query_block = max(1, min(queries, QUERY_BLOCK, max_elements))
-    return query_block, max(1, min(rows, ROW_BLOCK, max_elements // query_block))
+    return query_block, max(1, min(rows, min(max_elements, BLOCK_ELEMENTS) // query_block))
 
 
 def _nearest_rows(
@@ -357,7 +356,8 @@ def _nearest_rows(
 
     best = np.zeros((len(queries), 0), np.float32)
     positions = np.zeros((len(queries), 0), np.int64)
-    for start, stop in _row_blocks(len(rows), row_block, k):
+    for start in range(0, len(rows), row_block):
+        stop = min(start + row_block, len(rows))
         scores = scores_of(start, stop)
         if dead is not None:
             scores[:, dead[start:stop]] = -np.inf
@@ -380,20 +380,6 @@ def _nearest_rows(
     return positions, (-best).astype(np.float32)
 
 
-def _row_blocks(count: int, row_block: int, k: int) -> Iterator[tuple[int, int]]:
-    """The `(start, stop)` of each block of rows: small first, doubling up to `row_block`.
-
-    A block as large as the rows before it has about `k` rows per query
-    that beat the best so far (on rows in random order), so few candidates
-    are merged from the first blocks as from the later ones.
-    """
-    start, size = 0, min(row_block, max(k, FIRST_ROW_BLOCK))
-    while start < count:
-        stop = min(start + size, count)
-        yield start, stop
-        start, size = stop, min(row_block, 2 * size)
-
-
 def _merged_best(
     best: np.ndarray, positions: np.ndarray, scores: np.ndarray, start: int, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -407,37 +393,31 @@ def _merged_best(
     later, so loses the tie): when they are few, only they are merged.
     """
     width = scores.shape[1]
-    if best.shape[1] < k:
-        block_positions = np.broadcast_to(np.arange(start, start + width), scores.shape)
-        return _stable_top_k(
-            np.concatenate([best, scores], axis=1),
-            np.concatenate([positions, block_positions], axis=1),
-            k,
-        )
-    better = scores > best[:, -1:]
-    entries = np.count_nonzero(better)
-    if not entries:
-        return best, positions
-    if CANDIDATE_COST * entries < scores.size:
-        # Flat indices (np.nonzero of a 2-d mask is several times slower), query by
-        # query, each query's in the order of its rows.
-        flat = np.flatnonzero(better)
-        query, column = np.divmod(flat, width)
-        hit, first, count = np.unique(query, return_index=True, return_counts=True)
-        if CANDIDATE_COST * len(hit) * (k + int(count.max())) <= scores.size:
-            line = np.repeat(np.arange(len(hit)), count)
-            slot = k + np.arange(len(query)) - np.repeat(first, count)
-            # The padding (-inf) sorts after every entry, the k best so far first.
-            candidates = np.full((len(hit), k + int(count.max())), -np.inf, best.dtype)
-            candidate_positions = np.zeros(candidates.shape, np.int64)
-            candidates[:, :k], candidate_positions[:, :k] = best[hit], positions[hit]
-            candidates[line, slot] = scores.reshape(-1)[flat]
-            candidate_positions[line, slot] = column + start
-            best, positions = best.copy(), positions.copy()
-            best[hit], positions[hit] = _stable_top_k(candidates, candidate_positions, k)
+    if best.shape[1] == k:
+        better = scores > best[:, -1:]
+        entries = np.count_nonzero(better)
+        if not entries:
             return best, positions
-    # Many rows beat the best so far (rows added in an order that nears the queries):
-    # the block's own top k first is cheaper than sorting them all.
+        if CANDIDATE_COST * entries < scores.size:
+            # Flat indices (np.nonzero of a 2-d mask is several times slower), query
+            # by query, each query's in the order of its rows.
+            flat = np.flatnonzero(better)
+            query, column = np.divmod(flat, width)
+            hit, first, count = np.unique(query, return_index=True, return_counts=True)
+            if CANDIDATE_COST * len(hit) * (k + int(count.max())) <= scores.size:
+                line = np.repeat(np.arange(len(hit)), count)
+                slot = k + np.arange(len(query)) - np.repeat(first, count)
+                # The padding (-inf) sorts after every entry, the k best so far first.
+                candidates = np.full((len(hit), k + int(count.max())), -np.inf, best.dtype)
+                candidate_positions = np.zeros(candidates.shape, np.int64)
+                candidates[:, :k], candidate_positions[:, :k] = best[hit], positions[hit]
+                candidates[line, slot] = scores.reshape(-1)[flat]
+                candidate_positions[line, slot] = column + start
+                best, positions = best.copy(), positions.copy()
+                best[hit], positions[hit] = _stable_top_k(candidates, candidate_positions, k)
+                return best, positions
+    # The first rows, or many that beat the best so far (rows added in an order that
+    # nears the queries): the block's own top k first is cheaper than sorting them all.
     block_best, order = _top_k(scores, min(k, width))
     return _stable_top_k(
         np.concatenate([best, block_best], axis=1),

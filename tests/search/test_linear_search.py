@@ -81,7 +81,7 @@ def _tied_keys_with_removed_rows(distance):
     "max_chunk_elements, blocks",
     [
         (12, {}),  # 12 queries by 1 row a block
-        (10**6, {"QUERY_BLOCK": 5, "ROW_BLOCK": 7, "FIRST_ROW_BLOCK": 2}),  # rows 8, 7, 7, ...
+        (10**6, {"QUERY_BLOCK": 5, "BLOCK_ELEMENTS": 35}),  # 5 queries by 7 rows a block
     ],
     ids=["max-chunk-12", "5-queries-by-7-rows"],
 )
