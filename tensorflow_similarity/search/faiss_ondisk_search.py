@@ -43,6 +43,7 @@ REMOVED_ID = np.iinfo(np.int64).min
 # one call), so a small budget costs speed.
 PAGE_BUDGET = 256 << 20
 ADD_CHUNK = 65_536
+FIRST_QUERY_CHUNK = 1
 MAX_QUERY_CHUNK = 256
 ID_CHUNK = 1 << 20
 _PAGE = 4096
@@ -626,19 +627,25 @@ class FaissOnDiskSearch(Search):
             params.sel = selector
         scores = np.empty((len(queries), k), np.float32)
         rows = np.empty((len(queries), k), np.int64)
-        budget, step, start = _PageBudget(lists, self.page_budget), 1, 0
+        budget, step, start = _PageBudget(lists, self.page_budget), FIRST_QUERY_CHUNK, 0
         while start < len(queries):
             stop = start + step
+            before = budget.grown()
             scores[start:stop], rows[start:stop] = self._index.search(
                 queries[start:stop], k, params=params
             )
             start = stop
-            # As many queries per step as touch about half the page budget.
-            grown = budget.check(force=True)
-            if grown is not None and grown > self.page_budget // 2:
+            # As many queries per step as touch at most half the page budget; the pages stay
+            # mapped for the next steps (the kernel maps more than faiss reads, and mapping
+            # them again costs more than the search) until they exceed the budget.
+            after = budget.grown()
+            touched = None if before is None or after is None else after - before
+            if touched is not None and touched > self.page_budget // 2:
                 step = max(1, step // 2)
-            elif grown is not None and grown < self.page_budget // 4:
+            elif touched is not None and touched < self.page_budget // 4:
                 step = min(MAX_QUERY_CHUNK, step * 2)
+            budget.check()
+        budget.check(force=True)
         return scores, rows
 
     def _pending_lookup(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
