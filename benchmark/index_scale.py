@@ -1,4 +1,4 @@
-"""Search beyond memory: FaissOnDiskSearch against faiss used directly, at one large size.
+"""The index at scale: our backends against faiss used directly and Milvus Lite, at one size.
 
 Question: can an index of `--count` 128-d embeddings be built and searched with a
 peak resident memory that does not grow with the index, and at what recall and
@@ -7,12 +7,21 @@ Gaussian centres, noise a third of their scale, as `benchmark.index`) and on
 isotropic Gaussian ones, cosine distance:
 
 - `faiss IndexFlatIP`: exact, faiss used directly; its results are the ground
-  truth of recall@k.
+  truth of recall@k. Also its own `write_index`/`read_index` times.
+- `Indexer`: the default index a new user builds (`LinearSearch` +
+  `MemoryStore`, exact): `batch_add` chunk by chunk, `save`, and in a fresh
+  process `Indexer.load` and `batch_lookup` (`--skip-indexer` leaves it out).
 - `faiss IVF on disk`: the same IVF-Flat as ours (`nlist` cells trained on the
   first `40 * nlist` embeddings, `faiss.OnDiskInvertedLists`), faiss used
   directly: no release of the mapped pages.
 - `FaissOnDiskSearch`: ours, through the public `Search` API.
 - `LinearSearch`: the exact default backend, through the public `Search` API.
+- `MilvusSearch` on Milvus Lite (`--milvus-index`, IVF_FLAT by default), the
+  database file in the work folder; its peak memory adds that of any process
+  Milvus Lite starts. Queried with the first `--milvus-queries` queries.
+- Lifecycle: each of our backends loaded from its save, 1% of the ids
+  removed, another 1% upserted, `compact()`, `save`, then a lookup that must
+  return no removed id (`--skip-lifecycle` leaves it out).
 
 Every phase (adding; loading and querying) runs in a fresh process, so that
 its peak resident memory (`VmHWM` of `/proc/self/status`, which counts the
@@ -22,6 +31,9 @@ embeddings are generated in chunks from the seed in every process, never held
 whole (except by the exact backends, which keep them in memory).
 
 Run: `python -m benchmark.index_scale` (10^6 embeddings; `--quick` for a smoke run).
+The 10^7 run: `python -m benchmark.index_scale --count 10000000 --data clustered
+--nlist 8192 --skip-faiss-ivf --skip-linear --skip-milvus --skip-indexer`, whose
+results `--name index_scale_10m` keeps apart.
 """
 
 from __future__ import annotations
@@ -41,7 +53,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.common import command_line, machine_record, markdown_table, output_folder
+from benchmark.common import (
+    RESULTS_DIR,
+    command_line,
+    machine_record,
+    markdown_table,
+    output_folder,
+)
 from benchmark.common import write_results as write_results_files
 
 NAME = "index_scale"
@@ -49,6 +67,9 @@ CHUNK = 100_000
 NPROBES = (1, 4, 16, 64, 256)
 TARGET_RECALL = 0.95
 TARGET_PEAK_MB = 2048
+TARGET_TIME_RATIO = 1.2
+TARGET_MEMORY_RATIO = 1.3
+TARGET_SAVE_RATIO = 2.0
 
 
 def status_mb(key: str) -> float:
@@ -88,8 +109,29 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 
 def folder_bytes(path: Path) -> int:
-    """The bytes the files of `path` take on disk (allocated blocks: files may be sparse)."""
-    return sum(f.stat().st_blocks * 512 for f in path.iterdir() if f.is_file())
+    """The bytes the files under `path` take on disk (allocated blocks: files may be sparse)."""
+    if path.is_file():
+        return path.stat().st_blocks * 512
+    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+
+
+def tree_peak_mb() -> float:
+    """The peak resident memory of this process plus that of each live descendant, in MiB.
+
+    Milvus Lite may serve from a child process; a sum of peaks bounds the peak of the sum.
+    """
+    total, pending = 0.0, [os.getpid()]
+    while pending:
+        pid = pending.pop()
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 # Phases, each run in its own process by `run_phase`.
@@ -110,13 +152,77 @@ def phase_exact_faiss(a: dict[str, Any]) -> dict[str, Any]:
     _, exact = index.search(q, a["k"])
     query_s = time.perf_counter() - begin
     np.save(Path(a["work"]) / f"exact_{a['kind']}.npy", exact)
-    return {
+    result = {
         "rss_start_mb": start_mb,
         "add_s": add_s,
         "peak_add_mb": add_mb,
         "qps": len(q) / query_s,
         "peak_query_mb": status_mb("VmHWM"),
         "recall": 1.0,
+    }
+    if a.get("save_exact"):
+        file = Path(a["work"]) / "faiss_flat.index"
+        begin = time.perf_counter()
+        faiss.write_index(index, str(file))
+        result["save_s"] = time.perf_counter() - begin
+        result["disk_bytes"] = folder_bytes(file)
+    return result
+
+
+def phase_exact_faiss_load(a: dict[str, Any]) -> dict[str, Any]:
+    import faiss
+
+    file = Path(a["work"]) / "faiss_flat.index"
+    begin = time.perf_counter()
+    index = faiss.read_index(str(file))
+    load_s = time.perf_counter() - begin
+    file.unlink()
+    return {"load_s": load_s, "peak_load_mb": status_mb("VmHWM"), "rows": index.ntotal}
+
+
+def phase_indexer_add(a: dict[str, Any]) -> dict[str, Any]:
+    """The default `Indexer` (LinearSearch + MemoryStore), as a new user builds it."""
+    from tensorflow_similarity.indexer import Indexer
+
+    start_mb = status_mb("VmRSS")
+    index = Indexer(embedding_size=a["dim"], distance="cosine")
+    begin = time.perf_counter()
+    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
+        index.batch_add(chunk, verbose=0)
+    add_s = time.perf_counter() - begin
+    add_mb = status_mb("VmHWM")
+    begin = time.perf_counter()
+    index.save(Path(a["work"]) / "indexer")
+    return {
+        "rss_start_mb": start_mb,
+        "add_s": add_s,
+        "peak_add_mb": add_mb,
+        "save_s": time.perf_counter() - begin,
+        "disk_bytes": folder_bytes(Path(a["work"]) / "indexer"),
+    }
+
+
+def phase_indexer_query(a: dict[str, Any]) -> dict[str, Any]:
+    from tensorflow_similarity.indexer import Indexer
+
+    start_mb = status_mb("VmRSS")
+    work = Path(a["work"])
+    begin = time.perf_counter()
+    index = Indexer.load(work / "indexer", verbose=0)
+    load_s = time.perf_counter() - begin
+    load_mb = status_mb("VmHWM")
+    q = queries(a["kind"], a["queries"], a["dim"], a["clusters"], a["seed"])
+    begin = time.perf_counter()
+    found = index.batch_lookup(q, k=a["k"], verbose=0)
+    qps = len(q) / (time.perf_counter() - begin)
+    ids = np.array([[lookup.id for lookup in row] for row in found])
+    return {
+        "rss_start_mb": start_mb,
+        "load_s": load_s,
+        "peak_load_mb": load_mb,
+        "qps": qps,
+        "recall": recall_at_k(ids, np.load(work / f"exact_{a['kind']}.npy")),
+        "peak_query_mb": status_mb("VmHWM"),
     }
 
 
@@ -196,9 +302,8 @@ def phase_ours_add(a: dict[str, Any]) -> dict[str, Any]:
 
     start_mb = status_mb("VmRSS")
     work = Path(a["work"])
-    search = FaissOnDiskSearch(
-        "cosine", dim=a["dim"], nlist=a["nlist"], directory=work / "ours_working"
-    )
+    # Saved into its own working folder: no copy of the lists (as a large index would be).
+    search = FaissOnDiskSearch("cosine", dim=a["dim"], nlist=a["nlist"], directory=work / "ours")
     begin, ids = time.perf_counter(), 0
     for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
         search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
@@ -276,13 +381,142 @@ def phase_linear(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def milvus_search(a: dict[str, Any]) -> Any:
+    """The benchmark's MilvusSearch on a Milvus Lite file in the work folder."""
+    from tensorflow_similarity.search import MilvusSearch
+
+    return MilvusSearch(
+        "cosine",
+        dim=a["dim"],
+        uri=str(Path(a["work"]) / "milvus" / "lite.db"),
+        collection="index_scale",
+        index_type=a["milvus_index"],
+        timeout=600.0,
+        batch_size=a["milvus_batch"],
+    )
+
+
+def phase_milvus_add(a: dict[str, Any]) -> dict[str, Any]:
+    import tensorflow_similarity.search  # noqa: F401  (imported before the start figure)
+
+    start_mb = status_mb("VmRSS")
+    work = Path(a["work"])
+    (work / "milvus").mkdir(exist_ok=True)
+    search = milvus_search(a)
+    begin, ids = time.perf_counter(), 0
+    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
+        search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
+        ids += len(chunk)
+    add_s = time.perf_counter() - begin
+    add_mb = tree_peak_mb()
+    begin = time.perf_counter()
+    search.save(work / "milvus_saved")
+    return {
+        "rss_start_mb": start_mb,
+        "index_type": a["milvus_index"],
+        "add_s": add_s,
+        "peak_add_mb": add_mb,
+        "save_s": time.perf_counter() - begin,
+        "disk_bytes": folder_bytes(work / "milvus"),
+    }
+
+
+def phase_milvus_query(a: dict[str, Any]) -> dict[str, Any]:
+    import tensorflow_similarity.search  # noqa: F401  (imported before the start figure)
+
+    start_mb = status_mb("VmRSS")
+    work = Path(a["work"])
+    search = milvus_search(a)
+    begin = time.perf_counter()
+    search.load(work / "milvus_saved")
+    load_s = time.perf_counter() - begin
+    q = queries(a["kind"], a["queries"], a["dim"], a["clusters"], a["seed"])[: a["milvus_queries"]]
+    exact = np.load(work / f"exact_{a['kind']}.npy")[: len(q)]
+    begin = time.perf_counter()
+    found, _ = search.batch_lookup(q, k=a["k"])
+    qps = len(q) / (time.perf_counter() - begin)
+    return {
+        "rss_start_mb": start_mb,
+        "load_s": load_s,
+        "queries": len(q),
+        "qps": qps,
+        "recall": recall_at_k(found, exact),
+        "peak_query_mb": tree_peak_mb(),
+    }
+
+
+def open_saved(backend: str, a: dict[str, Any]) -> Any:
+    """A search of `backend` loaded from the folder its add phase saved."""
+    work = Path(a["work"])
+    if backend == "milvus":
+        search = milvus_search(a)
+        search.load(work / "milvus_saved")
+        return search
+    if backend == "ours":
+        from tensorflow_similarity.search import FaissOnDiskSearch
+
+        # Loaded as its own working folder: changed in place, no copy of the lists.
+        search = FaissOnDiskSearch(
+            "cosine", dim=a["dim"], nlist=a["nlist"], directory=work / "ours"
+        )
+        search.load(work / "ours")
+        return search
+    from tensorflow_similarity.search import LinearSearch
+
+    search = LinearSearch("cosine", dim=a["dim"])
+    search.load(work / "linear")
+    return search
+
+
+def phase_lifecycle(a: dict[str, Any]) -> dict[str, Any]:
+    """Removes 1% of the ids, upserts another 1%, compacts and saves; then looks up."""
+    import tensorflow_similarity.search  # noqa: F401  (imported before the start figure)
+
+    backend, count = a["backend"], a["count"]
+    start_mb = status_mb("VmRSS")
+    search = open_saved(backend, a)
+    removed = np.arange(0, count, 100, dtype=np.int64)
+    upserted = np.arange(50, count, 100, dtype=np.int64)
+    vectors = next(chunks(a["kind"], len(upserted), a["dim"], a["clusters"], a["seed"] + 7))
+    times = {}
+    for step, call in (
+        ("remove", lambda: search.remove(removed)),
+        ("upsert", lambda: search.upsert(vectors, upserted)),
+        ("compact", search.compact),
+    ):
+        begin = time.perf_counter()
+        call()
+        times[f"{step}_s"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    saved = {"milvus": "milvus_saved", "ours": "ours"}.get(backend, f"{backend}_after")
+    search.save(Path(a["work"]) / saved)
+    times["save_s"] = time.perf_counter() - begin
+    q = queries(a["kind"], a["queries"], a["dim"], a["clusters"], a["seed"])[: a["milvus_queries"]]
+    found, _ = search.batch_lookup(q, k=a["k"])
+    return {
+        "rss_start_mb": start_mb,
+        "removed": len(removed),
+        "upserted": len(upserted),
+        **times,
+        "size_after": search.size(),
+        "removed_ids_returned": int(np.isin(found, removed).sum()),
+        "peak_mb": tree_peak_mb(),
+    }
+
+
 PHASES = {
     "exact_faiss": phase_exact_faiss,
+    "exact_faiss_load": phase_exact_faiss_load,
+    "indexer_add": phase_indexer_add,
+    "indexer_query": phase_indexer_query,
     "ivf_faiss_add": phase_ivf_faiss_add,
     "ivf_faiss_query": phase_ivf_faiss_query,
     "ours_add": phase_ours_add,
     "ours_query": phase_ours_query,
     "linear": phase_linear,
+    "milvus_add": phase_milvus_add,
+    "milvus_query": phase_milvus_query,
+    "lifecycle": phase_lifecycle,
 }
 
 
@@ -316,21 +550,57 @@ def measure(kind: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "k": args.k,
         "nlist": args.nlist,
         "nprobes": list(args.nprobes),
+        "milvus_index": args.milvus_index,
+        "milvus_batch": args.milvus_batch,
+        "milvus_queries": min(args.milvus_queries, args.queries),
         "work": str(work),
     }
     row: dict[str, Any] = {"data": kind}
-    row["faiss_exact"] = run_phase("exact_faiss", arguments, args.timeout)
-    row["faiss_ivf"] = {
-        **run_phase("ivf_faiss_add", arguments, args.timeout),
-        **run_phase("ivf_faiss_query", arguments, args.timeout),
-    }
+    row["faiss_exact"] = run_phase(
+        "exact_faiss", {**arguments, "save_exact": not args.skip_indexer}, args.timeout
+    )
+    if not args.skip_indexer:
+        row["faiss_exact"].update(run_phase("exact_faiss_load", arguments, args.timeout))
+        row["indexer"] = {
+            **run_phase("indexer_add", arguments, args.timeout),
+            **run_phase("indexer_query", arguments, args.timeout),
+        }
+        shutil.rmtree(work / "indexer", ignore_errors=True)
+    if not args.skip_faiss_ivf:
+        row["faiss_ivf"] = {
+            **run_phase("ivf_faiss_add", arguments, args.timeout),
+            **run_phase("ivf_faiss_query", arguments, args.timeout),
+        }
+        shutil.rmtree(work / "faiss_ivf", ignore_errors=True)
     row["ours"] = {
         **run_phase("ours_add", arguments, args.timeout),
         **run_phase("ours_query", arguments, args.timeout),
     }
+    backends = ["ours"]
     if not args.skip_linear:
         row["linear"] = run_phase("linear", arguments, args.timeout)
-    for folder in ("faiss_ivf", "ours", "ours_working", "linear"):
+        backends.append("linear")
+    if not args.skip_milvus:
+        row["milvus"] = {
+            **run_phase("milvus_add", arguments, args.timeout),
+            **run_phase("milvus_query", arguments, args.timeout),
+        }
+        backends.append("milvus")
+    if not args.skip_lifecycle:
+        row["lifecycle"] = {
+            backend: run_phase("lifecycle", {**arguments, "backend": backend}, args.timeout)
+            for backend in backends
+        }
+    for folder in (
+        "ours",
+        "ours_working",
+        "ours_lifecycle",
+        "ours_after",
+        "linear",
+        "linear_after",
+        "milvus",
+        "milvus_saved",
+    ):
         shutil.rmtree(work / folder, ignore_errors=True)
     return row
 
@@ -357,6 +627,34 @@ def verdicts(payload: dict[str, Any]) -> list[str]:
             f"{ours['peak_query_mb']:,.0f}) < {TARGET_PEAK_MB:,} MiB -> "
             f"{'met' if peak < TARGET_PEAK_MB else 'NOT met'}; {recall}"
         )
+        ex = row["faiss_exact"]
+        if "indexer" in row and "save_s" in ex:
+            ix = row["indexer"]
+            time_ratio = ex["qps"] / ix["qps"]
+            memory_ratio = ix["peak_query_mb"] / ex["peak_query_mb"]
+            grown_ratio = (ix["peak_query_mb"] - ix["rss_start_mb"]) / (
+                ex["peak_query_mb"] - ex["rss_start_mb"]
+            )
+            save_ratio, load_ratio = ix["save_s"] / ex["save_s"], ix["load_s"] / ex["load_s"]
+            lines.append(
+                f"- {row['data']}: the default Indexer against faiss IndexFlatIP: lookups "
+                f"{time_ratio:.2f}x its time (<= {TARGET_TIME_RATIO} -> "
+                f"{'met' if time_ratio <= TARGET_TIME_RATIO else 'NOT met'}); peak memory "
+                f"{memory_ratio:.2f}x, {grown_ratio:.2f}x above each process's start (TensorFlow "
+                f"alone is {ix['rss_start_mb']:,.0f} MiB) (<= {TARGET_MEMORY_RATIO} -> "
+                f"{'met' if memory_ratio <= TARGET_MEMORY_RATIO else 'NOT met'}, above the start "
+                f"{'met' if grown_ratio <= TARGET_MEMORY_RATIO else 'NOT met'}); save "
+                f"{save_ratio:.1f}x and load {load_ratio:.1f}x faiss' own (<= "
+                f"{TARGET_SAVE_RATIO} -> "
+                f"{'met' if max(save_ratio, load_ratio) <= TARGET_SAVE_RATIO else 'NOT met'})"
+            )
+        if "linear" in row:
+            lin_ratio = ex["qps"] / row["linear"]["qps"]
+            lines.append(
+                f"- {row['data']}: LinearSearch lookups {lin_ratio:.2f}x faiss IndexFlatIP's time "
+                f"(<= {TARGET_TIME_RATIO} -> "
+                f"{'met' if lin_ratio <= TARGET_TIME_RATIO else 'NOT met'})"
+            )
     return lines
 
 
@@ -377,7 +675,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
     for row in payload["rows"]:
         lines.append(f"## {row['data']} embeddings\n")
         table = []
-        ex, ivf, ours = row["faiss_exact"], row["faiss_ivf"], row["ours"]
+        ex, ivf, ours = row["faiss_exact"], row.get("faiss_ivf"), row["ours"]
         nprobe = str(ours["default_nprobe"])
         table.append(
             [
@@ -388,12 +686,29 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 f"{ex['rss_start_mb']:,.0f}",
                 f"{ex['peak_add_mb']:,.0f}",
                 f"{ex['peak_query_mb']:,.0f}",
-                "-",
-                "-",
-                "-",
+                f"{ex['save_s']:.1f}" if "save_s" in ex else "-",
+                f"{ex['load_s']:.2f}" if "load_s" in ex else "-",
+                f"{ex['disk_bytes'] / 2**20:,.0f}" if "disk_bytes" in ex else "-",
             ]
         )
-        for name, r in (("faiss IVF on disk, direct", ivf), ("FaissOnDiskSearch", ours)):
+        if "indexer" in row:
+            ix = row["indexer"]
+            table.append(
+                [
+                    "Indexer, default (LinearSearch + MemoryStore)",
+                    f"{ix['add_s']:.0f}",
+                    f"{ix['qps']:,.0f}",
+                    f"{ix['recall']:.3f}",
+                    f"{ix['rss_start_mb']:,.0f}",
+                    f"{ix['peak_add_mb']:,.0f}",
+                    f"{ix['peak_query_mb']:,.0f}",
+                    f"{ix['save_s']:.1f}",
+                    f"{ix['load_s']:.2f}",
+                    f"{ix['disk_bytes'] / 2**20:,.0f}",
+                ]
+            )
+        approximate = [("faiss IVF on disk, direct", ivf)] if ivf else []
+        for name, r in [*approximate, ("FaissOnDiskSearch", ours)]:
             table.append(
                 [
                     f"{name} (nprobe={nprobe})",
@@ -424,6 +739,22 @@ def render_markdown(payload: dict[str, Any]) -> str:
                     f"{lin['disk_bytes'] / 2**20:,.0f}",
                 ]
             )
+        if "milvus" in row:
+            mil = row["milvus"]
+            table.append(
+                [
+                    f"MilvusSearch on Milvus Lite ({mil['index_type']}, {mil['queries']} queries)",
+                    f"{mil['add_s']:.0f}",
+                    f"{mil['qps']:,.1f}",
+                    f"{mil['recall']:.3f}",
+                    f"{mil['rss_start_mb']:,.0f}",
+                    f"{mil['peak_add_mb']:,.0f}",
+                    f"{mil['peak_query_mb']:,.0f}",
+                    f"{mil['save_s']:.2f}",
+                    f"{mil['load_s']:.2f}",
+                    f"{mil['disk_bytes'] / 2**20:,.0f}",
+                ]
+            )
         lines.append(
             markdown_table(
                 [
@@ -442,11 +773,15 @@ def render_markdown(payload: dict[str, Any]) -> str:
             )
             + "\n"
         )
+        faiss_columns = [f"faiss recall@{k}", "faiss queries/s"] if ivf else []
         sweep_rows = [
             [
                 p,
-                f"{ivf['sweep'][p]['recall']:.3f}",
-                f"{ivf['sweep'][p]['qps']:,.0f}",
+                *(
+                    [f"{ivf['sweep'][p]['recall']:.3f}", f"{ivf['sweep'][p]['qps']:,.0f}"]
+                    if ivf
+                    else []
+                ),
                 f"{ours['sweep'][p]['recall']:.3f}",
                 f"{ours['sweep'][p]['qps']:,.0f}",
             ]
@@ -455,17 +790,53 @@ def render_markdown(payload: dict[str, Any]) -> str:
         lines.append(f"nprobe sweep ({row['data']}):\n")
         lines.append(
             markdown_table(
-                [
-                    "nprobe",
-                    f"faiss recall@{k}",
-                    "faiss queries/s",
-                    f"ours recall@{k}",
-                    "ours queries/s",
-                ],
-                sweep_rows,
+                ["nprobe", *faiss_columns, f"ours recall@{k}", "ours queries/s"], sweep_rows
             )
             + "\n"
         )
+        if "lifecycle" in row:
+            lines.append(
+                f"Lifecycle ({row['data']}): each backend loaded from its save, then 1% of the "
+                "ids removed, another 1% upserted with new embeddings, `compact()`, `save`; a "
+                "lookup afterwards counts removed ids returned (must be 0). FaissOnDiskSearch is "
+                "loaded as its own working folder (`directory=` the saved folder), so it "
+                "changes its files in place.\n"
+            )
+            names = {
+                "ours": "FaissOnDiskSearch",
+                "linear": "LinearSearch",
+                "milvus": "MilvusSearch (Milvus Lite)",
+            }
+            lines.append(
+                markdown_table(
+                    [
+                        "backend",
+                        "removed",
+                        "remove s",
+                        "upserted",
+                        "upsert s",
+                        "compact s",
+                        "save s",
+                        "peak MiB",
+                        "removed ids returned",
+                    ],
+                    [
+                        [
+                            names[b],
+                            f"{r['removed']:,}",
+                            f"{r['remove_s']:.2f}",
+                            f"{r['upserted']:,}",
+                            f"{r['upsert_s']:.2f}",
+                            f"{r['compact_s']:.2f}",
+                            f"{r['save_s']:.2f}",
+                            f"{r['peak_mb']:,.0f}",
+                            r["removed_ids_returned"],
+                        ]
+                        for b, r in row["lifecycle"].items()
+                    ],
+                )
+                + "\n"
+            )
     lines.append("Verdicts:\n")
     lines += payload["verdicts"]
     return "\n".join(lines) + "\n"
@@ -489,10 +860,34 @@ def main(argv: list[str] | None = None) -> None:
         "--data", nargs="+", default=["clustered", "gaussian"], choices=["clustered", "gaussian"]
     )
     parser.add_argument("--skip-linear", action="store_true", help="leave LinearSearch out")
+    parser.add_argument(
+        "--skip-faiss-ivf", action="store_true", help="leave faiss' own IVF on disk out"
+    )
+    parser.add_argument("--skip-milvus", action="store_true", help="leave Milvus Lite out")
+    parser.add_argument(
+        "--skip-indexer", action="store_true", help="leave the default Indexer's save/load out"
+    )
+    parser.add_argument(
+        "--skip-lifecycle", action="store_true", help="leave the remove/upsert/compact times out"
+    )
+    parser.add_argument("--milvus-index", default="IVF_FLAT", help="Milvus index type")
+    parser.add_argument("--milvus-batch", type=int, default=2048, help="rows per Milvus request")
+    parser.add_argument(
+        "--milvus-queries",
+        type=int,
+        default=100,
+        help="queries sent to Milvus Lite and after the lifecycle (the first of --queries)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per phase")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="smoke run, into a temporary folder")
     parser.add_argument("--out", type=Path, default=None, help="defaults to benchmark/results")
+    parser.add_argument("--name", default=NAME, help="of the results files (NAME.json, NAME.md)")
+    parser.add_argument(
+        "--rerender",
+        action="store_true",
+        help="only render NAME.json in --out again (its verdicts and NAME.md), measuring nothing",
+    )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-args", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -500,6 +895,12 @@ def main(argv: list[str] | None = None) -> None:
         arguments = json.loads(args.phase_args)
         result = PHASES[args.phase](arguments)
         (Path(arguments["work"]) / f"{args.phase}.json").write_text(json.dumps(result))
+        return
+    if args.rerender:
+        out = args.out or RESULTS_DIR
+        payload = json.loads((out / f"{args.name}.json").read_text())
+        payload["verdicts"] = verdicts(payload)
+        print(write_results_files(out, args.name, payload, render_markdown))
         return
     if args.quick:
         args.count, args.queries, args.clusters = 20_000, 100, 50
@@ -531,7 +932,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{kind}, {args.count:,} embeddings:", flush=True)
             payload["rows"].append(measure(kind, args, Path(w)))
     payload["verdicts"] = verdicts(payload)
-    print(write_results_files(out, NAME, payload, render_markdown))
+    print(write_results_files(out, args.name, payload, render_markdown))
 
 
 if __name__ == "__main__":
