@@ -39,10 +39,10 @@ FILE_NAME = "linear_search.npz"
 ROWS_FILE = "linear_search_embeddings.npy"
 # A lookup's block of scores, at most `max_chunk_elements`: up to QUERY_BLOCK queries
 # (each row is read once per query block) by as many rows as make BLOCK_ELEMENTS scores
-# (64 MiB of float32; 16,384 rows for 1,024 queries). Fewer, larger blocks cost fewer
+# (32 MiB of float32; 8,192 rows for 1,024 queries). Fewer, larger blocks cost fewer
 # calls into the multi-threaded BLAS, whose threads wait for busy cores on every call.
 QUERY_BLOCK = 1024
-BLOCK_ELEMENTS = 2**24
+BLOCK_ELEMENTS = 2**23
 # Sorting a block's candidates costs about this many times a top-k over the block,
 # per entry: beyond, `_merged_best` takes the block's top-k first.
 CANDIDATE_COST = 8
@@ -60,7 +60,7 @@ class LinearSearch(Search):
     measure the `k` found again from differences. Any other `Distance`
     (Manhattan, SNR, one of yours) is computed by the distance object
     itself, block by block. A block holds at most `max_chunk_elements`
-    distances (up to 1,024 queries by 16,384 embeddings), which bounds the
+    distances (up to 1,024 queries by 8,192 embeddings), which bounds the
     memory a lookup takes; each embedding is read once per block of queries.
     The neighbours found do not depend on the blocks: nearest first, ties
     in the order the embeddings were added. Distances are those of the
