@@ -165,8 +165,11 @@ class FaissOnDiskSearch(Search):
     when the index is next changed, so the saved folder is never modified.
     Saving into `directory` itself writes no copy; a search created on a
     folder that holds a saved index keeps it until `load(directory)` opens
-    it in place (later changes and saves modify it there) or, not loaded,
-    the first change replaces it, with a warning.
+    it in place or, not loaded, the first change replaces it, with a
+    warning. Opened in place, changes write into the saved files at once:
+    a crash before the next `save` leaves a folder that refuses to load.
+    Save into another folder (a copy) where the previous state must
+    survive a crash.
 
     Args:
         distance: A `Distance` or its name: cosine, inner_product, euclidean
@@ -259,7 +262,9 @@ class FaissOnDiskSearch(Search):
             self.directory.mkdir(parents=True, exist_ok=True)
         # An index saved into `directory` stays until this one changes: `load(directory)`
         # opens it in place.
-        self._clear(keep_files=(self.directory / META_FILE).exists())
+        saved_here = (self.directory / META_FILE).exists()
+        self._clear(keep_files=saved_here)
+        self._unloaded_save = saved_here
 
     def _clear(self, keep_files: bool = False) -> None:
         if not keep_files:
@@ -267,6 +272,9 @@ class FaissOnDiskSearch(Search):
                 (self.directory / file).unlink(missing_ok=True)
             (self.directory / IDS_FILE).touch()
         self._index: Any = None
+        # A loaded index maps its lists read-only until the first change.
+        self._index_read_only = False
+        self._unloaded_save = False
         # Where the lists and ids are read from: `directory`, or a loaded folder not to modify.
         self._source = self.directory
         self._rows = 0
@@ -489,6 +497,7 @@ class FaissOnDiskSearch(Search):
         # Loading the working folder itself keeps its files.
         self._clear(keep_files=path.resolve() == self.directory.resolve())
         self._index = index
+        self._index_read_only = index is not None
         self._source = path
         self._rows, self._alive_count = rows, int(arrays["alive_count"])
         self._tombstones = tombstones
@@ -673,7 +682,7 @@ class FaissOnDiskSearch(Search):
         is replaced (with a warning) by the first change.
         """
         if self._source == self.directory:
-            if self._rows == 0 and (self.directory / META_FILE).exists():
+            if self._unloaded_save:
                 warnings.warn(
                     f"{type(self).__name__}: {str(self.directory)!r} holds a saved index that "
                     "this search did not load; changing this new, empty index replaces it. Call "
@@ -683,17 +692,25 @@ class FaissOnDiskSearch(Search):
                 )
                 (self.directory / META_FILE).unlink()
                 self._clear()
+            elif self._index_read_only:
+                # Loaded in place: the changes go into the saved files themselves.
+                self._reopen_writable()
             return
         for file in (IDS_FILE, LISTS_FILE, INDEX_FILE):
             shutil.copyfile(self._source / file, self.directory / file)
+        self._source = self.directory
+        self._reopen_writable()
+
+    def _reopen_writable(self) -> None:
+        """Maps the lists of `directory` writable (a loaded index maps them read-only)."""
         if self._index is not None:
             self._close()
-            # Without IO_FLAG_MMAP faiss maps the copied lists writable.
+            # Without IO_FLAG_MMAP or IO_FLAG_READ_ONLY faiss maps the lists writable.
             self._index = self._faiss.read_index(
                 str(self.directory / INDEX_FILE), self._faiss.IO_FLAG_ONDISK_SAME_DIR
             )
             self._configure()
-        self._source = self.directory
+        self._index_read_only = False
 
     def _close(self) -> None:
         self._index = None

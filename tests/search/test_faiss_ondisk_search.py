@@ -278,6 +278,21 @@ def test_saved_into_its_working_folder_loads(tmp_path, trained):
     idxs, distances = loaded.batch_lookup(queries, k=3)
     np.testing.assert_array_equal(idxs, want_ids)
     np.testing.assert_allclose(distances, want_distances, rtol=1e-5)
+    # Loaded in place, it changes the saved files themselves (it mapped them read-only).
+    extra = rng.normal(size=(5, 4))
+    loaded.remove([0, 1])
+    loaded.upsert(extra[:2], [2, 3])
+    loaded.batch_add(extra[2:], [100, 101, 102])
+    loaded.compact()
+    loaded.save(tmp_path)
+    again = FaissOnDiskSearch("euclidean", dim=4, nlist=4, nprobe=4, directory=tmp_path)
+    again.load(tmp_path)
+    keys = np.concatenate([extra[:2], keys[4:count], extra[2:]])
+    ids = np.concatenate([[2, 3], np.arange(4, count), [100, 101, 102]])
+    want_ids, want_distances = knn_loop("euclidean", queries, keys, ids, 3)
+    idxs, distances = again.batch_lookup(queries, k=3)
+    np.testing.assert_array_equal(idxs, want_ids)
+    np.testing.assert_allclose(distances, want_distances, rtol=1e-5)
 
 
 def test_a_new_search_on_a_saved_folder_keeps_it_until_it_changes(tmp_path):
