@@ -106,6 +106,10 @@ SCRIPT_SECTIONS = {
     ),
     "index.json": ("benchmark.index", "Search backends"),
     "index_scale.json": ("benchmark.index_scale", "Search beyond memory: on-disk IVF"),
+    "linear_vs_flat.json": (
+        "benchmark.linear_vs_flat",
+        "Exact search: LinearSearch against faiss IndexFlatIP",
+    ),
     "index_evaluation.json": ("benchmark.index_evaluation", "Index evaluation path"),
     "index_evaluation_memory.json": (
         "benchmark.index_evaluation_memory",
