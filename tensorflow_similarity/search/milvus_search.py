@@ -772,7 +772,12 @@ class MilvusSearch(Search):
         labels: np.ndarray | None,
         names: list[str] | None,
     ) -> None:
-        held = ids[self._present(ids)]
+        self._delete_leftovers()
+        # No row is above the bound (this search raises it before each write, and the rows
+        # an interrupted add left above it are gone): only the ids at or below it can be
+        # held, and only those are looked up, so adding new ids sends no query.
+        check = ids if self._max_visible_id is None else ids[ids <= self._max_visible_id]
+        held = check[self._present(check)] if len(check) else check
         if len(held):
             raise ValueError(
                 f"{self._where()}: the collection already holds the ids "

@@ -114,6 +114,15 @@ def test_batch_add_refuses_held_or_repeated_ids(uri):
     with pytest.raises(ValueError, match="more than once"):
         search.batch_add(np.eye(8)[2:4], [3, 3])
     assert search.size() == 2
+    # Ids above every id it holds need no lookup (a query per batch made adding quadratic);
+    # one at or below them still does.
+    looked_up = []
+    held_ids = search._held_ids
+    search._held_ids = lambda ids: looked_up.append(ids.tolist()) or held_ids(ids)
+    search.batch_add(np.eye(8)[4:6], [7, 8])
+    assert looked_up == [] and search.size() == 4
+    search.batch_add(np.eye(8)[6:8], [5, 9])
+    assert looked_up == [[5]] and search.size() == 6
 
 
 def test_labels_and_names_go_with_each_row(uri):
