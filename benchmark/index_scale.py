@@ -661,7 +661,7 @@ def verdicts(payload: dict[str, Any]) -> list[str]:
 def render_markdown(payload: dict[str, Any]) -> str:
     k, count = payload["k"], payload["count"]
     lines = [
-        f"# Search beyond memory: {count:,} embeddings of {payload['dim']} dimensions\n",
+        f"# The index at scale: {count:,} embeddings of {payload['dim']} dimensions\n",
         f"{payload['machine']}, load average {payload['load_average']:.1f} (the CPU is "
         f"shared: times are indicative); faiss {payload['faiss']}; cosine distance; "
         f"{payload['queries']:,} queries, recall@{k} against faiss' exact IndexFlatIP; "

@@ -105,7 +105,14 @@ SCRIPT_SECTIONS = {
         "Cached-embedding batches: peak memory against the chunk size",
     ),
     "index.json": ("benchmark.index", "Search backends"),
-    "index_scale.json": ("benchmark.index_scale", "Search beyond memory: on-disk IVF"),
+    "index_scale.json": (
+        "benchmark.index_scale",
+        "The index at a million embeddings: exact, on disk, Milvus Lite, lifecycle",
+    ),
+    "index_scale_10m.json": (
+        "benchmark.index_scale",
+        "The index at ten million embeddings: on disk in bounded memory",
+    ),
     "linear_vs_flat.json": (
         "benchmark.linear_vs_flat",
         "Exact search: LinearSearch against faiss IndexFlatIP",
