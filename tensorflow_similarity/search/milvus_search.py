@@ -32,7 +32,9 @@ FILE_NAME = "milvus_search.json"
 ID_FIELD, VECTOR_FIELD, LABEL_FIELD, NAME_FIELD = "id", "embedding", "label", "name"
 NAME_MAX_LENGTH = 1024
 # Index parameters used when none are given: HNSW and IVF_FLAT reach recall@10 >= 0.95 with
-# their search parameters below (tests/search/test_milvus_search.py measures it).
+# their search parameters below on a few thousand clustered embeddings
+# (tests/search/test_milvus_search.py measures it); not at a million on Milvus Lite
+# (benchmark.index_scale).
 DEFAULT_INDEX_PARAMS: dict[str, dict[str, Any]] = {
     "FLAT": {},
     "HNSW": {"M": 16, "efConstruction": 200},
@@ -90,8 +92,10 @@ class MilvusSearch(Search):
 
     `index_type="FLAT"` (the default) is exact: lookups equal `LinearSearch`'s.
     `"HNSW"` and `"IVF_FLAT"` are approximate, with default index and search
-    parameters chosen for recall@10 >= 0.95 on clustered embeddings; any
-    other Milvus index type is passed through with the parameters given.
+    parameters chosen for recall@10 >= 0.95 on a few thousand clustered
+    embeddings; larger collections need more (`search_params`, such as a
+    larger `nprobe` or `ef`: measure recall on your own). Any other Milvus
+    index type is passed through with the parameters given.
     Distances are reported as `LinearSearch` reports them: Milvus' cosine
     similarity `s` becomes `1 - s`, inner product is negated, and its
     squared L2 becomes the Euclidean distance by a square root
