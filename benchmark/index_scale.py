@@ -648,7 +648,7 @@ def verdicts(payload: dict[str, Any]) -> list[str]:
                 f"- {row['data']}: the default Indexer against faiss IndexFlatIP: lookups "
                 f"{time_ratio:.2f}x its time (<= {TARGET_TIME_RATIO} -> "
                 f"{'met' if time_ratio <= TARGET_TIME_RATIO else 'NOT met'}); peak memory "
-                f"{memory_ratio:.2f}x, {grown_ratio:.2f}x above each process's start (TensorFlow "
+                f"{memory_ratio:.3f}x, {grown_ratio:.3f}x above each process's start (TensorFlow "
                 f"alone is {ix['rss_start_mb']:,.0f} MiB) (<= {TARGET_MEMORY_RATIO} -> "
                 f"{'met' if memory_ratio <= TARGET_MEMORY_RATIO else 'NOT met'}, above the start "
                 f"{'met' if grown_ratio <= TARGET_MEMORY_RATIO else 'NOT met'}); save "
