@@ -130,9 +130,12 @@ class FaissOnDiskSearch(Search):
     `nprobe` trades speed for recall: with `nprobe == nlist` every list is
     searched and lookups are exact. The default, 16, reached recall@10
     >= 0.95 on clustered 128-d embeddings with `nlist=4096` at 10^6
-    embeddings (`benchmark/results/index_scale.json`); isotropic Gaussian
-    embeddings, which have no clusters, need far more. Measure recall on
-    your own embeddings (`benchmark/index_scale.py` does) before lowering it.
+    embeddings (`benchmark/results/index_scale.json`), but not with
+    `nlist=8192` at 10^7, which needed 32
+    (`benchmark/results/index_scale_10m.json`): more cells need more
+    probes. Isotropic Gaussian embeddings, which have no clusters, need far
+    more. Measure recall on your own embeddings (`benchmark/index_scale.py`
+    does) before settling on it.
 
     Removing (`remove`, and the replaced ids of `upsert`) marks the rows
     removed at once in the ids file and keeps them as tombstones, which
