@@ -405,6 +405,9 @@ class FaissOnDiskSearch(Search):
 
     def _save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        if self._unloaded_save and path.resolve() == self.directory.resolve():
+            # Saving this new index there replaces the one found (and its ids file).
+            self._writable()
         pending = [vectors for vectors, _ in self._pending]
         pending_rows = [rows for _, rows in self._pending]
         write_npz(

@@ -310,3 +310,16 @@ def test_a_new_search_on_a_saved_folder_keeps_it_until_it_changes(tmp_path):
         fresh.batch_add(keys[:3], np.arange(3) + 100)
     assert fresh.ids().tolist() == [100, 101, 102]
     np.testing.assert_array_equal(fresh.batch_lookup(keys[:1], k=1)[0], [[100]])
+
+
+def test_saving_a_new_empty_search_over_a_saved_folder_replaces_it(tmp_path):
+    # The saved ids file stayed, so the new (empty) save refused to load.
+    search = FaissOnDiskSearch("l2", dim=4, nlist=2, nprobe=2, train_size=20, directory=tmp_path)
+    search.batch_add(np.random.default_rng(7).normal(size=(30, 4)), np.arange(30))
+    search.save(tmp_path)
+    fresh = FaissOnDiskSearch("l2", dim=4, nlist=2, nprobe=2, directory=tmp_path)
+    with pytest.warns(UserWarning, match="holds a saved index that this search did not load"):
+        fresh.save(tmp_path)
+    loaded = FaissOnDiskSearch("l2", dim=4, nlist=2, nprobe=2, directory=tmp_path)
+    loaded.load(tmp_path)
+    assert loaded.size() == 0 and len(loaded.ids()) == 0
