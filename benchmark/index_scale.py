@@ -43,7 +43,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark import phases
 from benchmark.common import (
     RESULTS_DIR,
     command_line,
@@ -61,6 +61,7 @@ from benchmark.common import (
     output_folder,
 )
 from benchmark.common import write_results as write_results_files
+from benchmark.phases import folder_bytes, status_mb
 
 NAME = "index_scale"
 CHUNK = 100_000
@@ -70,14 +71,6 @@ TARGET_PEAK_MB = 2048
 TARGET_TIME_RATIO = 1.2
 TARGET_MEMORY_RATIO = 1.3
 TARGET_SAVE_RATIO = 2.0
-
-
-def status_mb(key: str) -> float:
-    """A memory figure of this process from `/proc/self/status`, in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(key)
 
 
 def chunks(kind: str, count: int, dim: int, clusters: int, seed: int) -> Iterator[np.ndarray]:
@@ -106,13 +99,6 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
     """Mean over queries of the fraction of the exact `k` neighbours found."""
     k = exact.shape[1]
     return float(np.mean([len(set(f) & set(e)) / k for f, e in zip(found, exact, strict=True)]))
-
-
-def folder_bytes(path: Path) -> int:
-    """The bytes the files under `path` take on disk (allocated blocks: files may be sparse)."""
-    if path.is_file():
-        return path.stat().st_blocks * 512
-    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
 def tree_peak_mb() -> float:
@@ -522,21 +508,7 @@ PHASES = {
 
 def run_phase(phase: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Runs `phase` in a fresh Python process; returns what it measured."""
-    out = Path(arguments["work"]) / f"{phase}.json"
-    command = [
-        sys.executable,
-        "-m",
-        "benchmark.index_scale",
-        "--phase",
-        phase,
-        "--phase-args",
-        json.dumps(arguments),
-    ]
-    begin = time.perf_counter()
-    subprocess.run(command, check=True, timeout=timeout, stdout=subprocess.DEVNULL)
-    result = json.loads(out.read_text())
-    print(f"  {phase}: {time.perf_counter() - begin:.0f} s {json.dumps(result)}", flush=True)
-    return result
+    return phases.run_phase("benchmark.index_scale", phase, arguments, timeout)
 
 
 def measure(kind: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:

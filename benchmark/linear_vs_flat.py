@@ -41,6 +41,7 @@ import numpy as np
 
 from benchmark.common import command_line, machine_record, markdown_table, output_folder
 from benchmark.common import write_results as write_results_files
+from benchmark.phases import status_mb
 
 NAME = "linear_vs_flat"
 TARGET_TIME = 1.2
@@ -49,14 +50,6 @@ BACKENDS = ("faiss", "linear")
 # faiss' OpenMP threads and OpenBLAS' (NumPy's and faiss'): one thread each, times that
 # waiting for the shared cores disturbs less.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def status_mb(key: str) -> float:
-    """A memory figure of this process from `/proc/self/status`, in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(key)
 
 
 def unit_rows(count: int, dim: int, seed: int, chunk: int) -> Iterator[np.ndarray]:

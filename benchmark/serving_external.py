@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark import phases
 from benchmark.common import (
     REPO_ROOT,
     command_line,
@@ -75,6 +76,7 @@ from benchmark.common import (
     output_folder,
 )
 from benchmark.common import write_results as write_results_files
+from benchmark.phases import folder_bytes, status_mb
 
 NAME = "serving_external"
 CHUNK = 100_000
@@ -103,19 +105,6 @@ def queries(num: int, dim: int, seed: int) -> np.ndarray:
 
 def class_names(classes: int) -> list[str]:
     return [f"class_{label}" for label in range(classes)]
-
-
-def status_mb(key: str) -> float:
-    """A memory figure of this process from `/proc/self/status`, in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(key)
-
-
-def folder_bytes(path: Path) -> int:
-    """The bytes the files under `path` take on disk (allocated blocks: files may be sparse)."""
-    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
 # Phases, each run in its own process by `run_phase`.
@@ -262,21 +251,7 @@ PHASES = {"build": phase_build, "serve": phase_serve, "reference": phase_referen
 
 def run_phase(phase: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Runs `phase` in a fresh Python process; returns what it measured."""
-    out = Path(arguments["work"]) / f"{phase}.json"
-    command = [
-        sys.executable,
-        "-m",
-        "benchmark.serving_external",
-        "--phase",
-        phase,
-        "--phase-args",
-        json.dumps(arguments),
-    ]
-    begin = time.perf_counter()
-    subprocess.run(command, check=True, timeout=timeout, stdout=subprocess.DEVNULL)
-    result = json.loads(out.read_text())
-    print(f"  {phase}: {time.perf_counter() - begin:.0f} s {json.dumps(result)}", flush=True)
-    return result
+    return phases.run_phase("benchmark.serving_external", phase, arguments, timeout)
 
 
 def check_answers(work: Path, classes: int) -> dict[str, Any]:
