@@ -121,6 +121,13 @@ def tree_peak_mb() -> float:
 
 
 # Phases, each run in its own process by `run_phase`.
+def add_stream(search: Any, a: dict[str, Any]) -> float:
+    """Adds the data set to a `Search` chunk by chunk, ids 0, 1, ...; returns the seconds."""
+    begin, ids = time.perf_counter(), 0
+    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
+        search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
+        ids += len(chunk)
+    return time.perf_counter() - begin
 
 
 def phase_exact_faiss(a: dict[str, Any]) -> dict[str, Any]:
@@ -290,11 +297,7 @@ def phase_ours_add(a: dict[str, Any]) -> dict[str, Any]:
     work = Path(a["work"])
     # Saved into its own working folder: no copy of the lists (as a large index would be).
     search = FaissOnDiskSearch("cosine", dim=a["dim"], nlist=a["nlist"], directory=work / "ours")
-    begin, ids = time.perf_counter(), 0
-    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
-        search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
-        ids += len(chunk)
-    add_s = time.perf_counter() - begin
+    add_s = add_stream(search, a)
     add_mb = status_mb("VmHWM")
     begin = time.perf_counter()
     search.save(work / "ours")
@@ -342,11 +345,7 @@ def phase_linear(a: dict[str, Any]) -> dict[str, Any]:
     start_mb = status_mb("VmRSS")
     work = Path(a["work"])
     search = LinearSearch("cosine", dim=a["dim"])
-    begin, ids = time.perf_counter(), 0
-    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
-        search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
-        ids += len(chunk)
-    add_s = time.perf_counter() - begin
+    add_s = add_stream(search, a)
     add_mb = status_mb("VmHWM")
     q = queries(a["kind"], a["queries"], a["dim"], a["clusters"], a["seed"])
     begin = time.perf_counter()
@@ -389,11 +388,7 @@ def phase_milvus_add(a: dict[str, Any]) -> dict[str, Any]:
     work = Path(a["work"])
     (work / "milvus").mkdir(exist_ok=True)
     search = milvus_search(a)
-    begin, ids = time.perf_counter(), 0
-    for chunk in chunks(a["kind"], a["count"], a["dim"], a["clusters"], a["seed"]):
-        search.batch_add(chunk, np.arange(ids, ids + len(chunk)))
-        ids += len(chunk)
-    add_s = time.perf_counter() - begin
+    add_s = add_stream(search, a)
     add_mb = tree_peak_mb()
     begin = time.perf_counter()
     search.save(work / "milvus_saved")
